@@ -1,0 +1,1 @@
+"""Mail: emails, attachments, raw storage, the receive pipeline, extraction, the SMTP front door."""

@@ -1,0 +1,48 @@
+# Pigeonhole — `make run` (embedded quick start) and `make test` (PostgreSQL + Redis).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
+export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
+
+.PHONY: install run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python manage.py migrate --noinput -v0
+	$(BIN)/python manage.py bootstrap --workspace Demo --owner demo@pigeonhole.test --password pigeonhole-demo
+	@echo "dashboard  http://127.0.0.1:8000/login/  (demo@pigeonhole.test / pigeonhole-demo)"
+	$(BIN)/python manage.py serve --port 8000
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: install
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.preflight
+	$(BIN)/ruff check .
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python manage.py makemigrations --check --dry-run -v1
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m pytest -q -p no:cacheprovider
+
+bench: install
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.benchmarks
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Tenancy and access: workspaces, memberships, API keys, authentication, scopes, rate limits."""

@@ -1,0 +1,123 @@
+"""/keys and /me."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apikeys import selectors, services
+from apikeys.principal import Principal
+from apikeys.serializers import (
+    KeyCreatedOut,
+    KeyCreateIn,
+    KeyListQuery,
+    KeyOut,
+    KeyUpdateIn,
+    MeOut,
+)
+from config.api.pagination import page_body, paginate
+from config.api.query import parse_query
+from config.api.schema import DeletedOut, page_of
+
+SCOPE_ORDER = ("read", "write", "send", "admin")
+
+
+class KeysApi(APIView):
+    scopes = {"GET": "admin", "POST": "admin"}
+    tags = ["API keys"]
+
+    @extend_schema(operation_id="listKeys", parameters=[KeyListQuery], responses=page_of(KeyOut))
+    def get(self, request: Request) -> Response:
+        query = parse_query(KeyListQuery, request)
+        rows, cursor = paginate(
+            selectors.api_key_list(request.auth.workspace),
+            limit=query["limit"],
+            cursor=query.get("cursor"),
+        )
+        return Response(page_body(KeyOut(rows, many=True).data, cursor))
+
+    @extend_schema(
+        operation_id="createKey",
+        request=KeyCreateIn,
+        responses=KeyCreatedOut,
+        description="Creates a key. The plain key is in `key`, in this response only.",
+    )
+    def post(self, request: Request) -> Response:
+        body = KeyCreateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        principal: Principal = request.auth
+        created = services.api_key_create(
+            workspace=principal.workspace,
+            created_by=principal.user,
+            **body.validated_data,
+        )
+        return Response({**KeyOut(created.key).data, "key": created.plain})
+
+
+class KeyApi(APIView):
+    scopes = {"PATCH": "admin", "DELETE": "admin"}
+    tags = ["API keys"]
+
+    @extend_schema(operation_id="updateKey", request=KeyUpdateIn, responses=KeyOut)
+    def patch(self, request: Request, key_id: str) -> Response:
+        key = selectors.api_key_get(request.auth.workspace, key_id)
+        body = KeyUpdateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        key = services.api_key_update(key=key, **body.validated_data)
+        return Response(KeyOut(key).data)
+
+    @extend_schema(
+        operation_id="revokeKey",
+        responses={200: DeletedOut},
+        description="Revokes the key at once: later requests with it answer 401.",
+    )
+    def delete(self, request: Request, key_id: str) -> Response:
+        key = selectors.api_key_get(request.auth.workspace, key_id)
+        services.api_key_revoke(key=key)
+        return Response({"deleted": True, "id": key.pk})
+
+
+class MeApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Organization"]
+
+    @extend_schema(operation_id="getMe", responses=MeOut)
+    def get(self, request: Request) -> Response:
+        principal: Principal = request.auth
+        workspace = principal.workspace
+        body: dict = {
+            "type": principal.kind,
+            "scopes": [s for s in SCOPE_ORDER if s in principal.scopes],
+            "workspace": {
+                "id": workspace.pk,
+                "name": workspace.name,
+                "require_approval": workspace.require_approval,
+            },
+            "entitlements": {
+                "permanent_inboxes": workspace.allow_permanent_inboxes,
+                "max_inboxes": workspace.max_inboxes,
+                "classifier": workspace.classifier_enabled,
+                "send": principal.has("send"),
+                "rate_limit_per_minute": settings.RATE_LIMIT_PER_MINUTE,
+            },
+        }
+        if principal.key is not None:
+            key = principal.key
+            body["key"] = {
+                "id": key.pk,
+                "name": key.name,
+                "kind": key.kind,
+                "scopes": key.scopes,
+                "require_approval": key.require_approval,
+                "expires_at": key.expires_at,
+            }
+        else:
+            body["user"] = {
+                "id": principal.user.pk,
+                "email": principal.user.email or principal.user.get_username(),
+                "role": principal.role,
+            }
+        return Response(MeOut(body).data)

@@ -1,0 +1,121 @@
+"""Workspaces own everything; users join them through memberships; API keys act for one."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from config.api.ids import new_id
+
+
+def _ws_id() -> str:
+    return new_id("ws")
+
+
+def _key_id() -> str:
+    return new_id("key")
+
+
+class Scope(models.TextChoices):
+    READ = "read"
+    WRITE = "write"
+    SEND = "send"
+    ADMIN = "admin"
+
+
+# admin implies read, write and send; write implies read; send implies nothing else.
+IMPLIED_SCOPES: dict[str, frozenset[str]] = {
+    "read": frozenset({"read"}),
+    "write": frozenset({"write", "read"}),
+    "send": frozenset({"send"}),
+    "admin": frozenset({"admin", "write", "read", "send"}),
+}
+
+
+def effective_scopes(scopes: list[str] | tuple[str, ...] | frozenset[str]) -> frozenset[str]:
+    out: set[str] = set()
+    for scope in scopes:
+        out |= IMPLIED_SCOPES.get(scope, frozenset())
+    return frozenset(out)
+
+
+class Workspace(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=_ws_id, editable=False)
+    name = models.CharField(max_length=200)
+    require_approval = models.BooleanField(
+        default=False, help_text="Every email sent from this workspace waits for human approval."
+    )
+    allow_permanent_inboxes = models.BooleanField(default=True)
+    max_inboxes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Cap on inboxes; empty means unlimited."
+    )
+    classifier_enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+
+class Role(models.TextChoices):
+    OWNER = "owner"
+    ADMIN = "admin"
+    MEMBER = "member"
+
+
+class Membership(models.Model):
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="membership_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.workspace_id} as {self.role}"
+
+
+class KeyKind(models.TextChoices):
+    AGENT = "agent"
+    CI = "ci"
+    PERSONAL = "personal"
+
+
+class ApiKey(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=_key_id, editable=False)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=10, choices=KeyKind.choices, default=KeyKind.AGENT)
+    scopes = models.JSONField(default=list)
+    # Lookup by prefix (authentication), then constant-time comparison of the digest.
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    require_approval = models.BooleanField(default=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "API key"
+        indexes = [
+            # GET /keys: the workspace's active keys, newest first.
+            models.Index(fields=["workspace", "-id"], name="apikey_ws_list"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def effective_scopes(self) -> frozenset[str]:
+        return effective_scopes(self.scopes)

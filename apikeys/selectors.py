@@ -1,0 +1,59 @@
+"""Reads of workspaces, memberships and keys. Every tenant lookup goes through here."""
+
+from __future__ import annotations
+
+import hmac
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from apikeys import tokens
+from apikeys.exceptions import InvalidKey, KeyExpired, KeyRevoked
+from apikeys.models import ApiKey, Membership, Workspace
+from config.api.errors import NotFound
+
+
+def api_key_list(workspace: Workspace) -> QuerySet[ApiKey]:
+    """The workspace's keys that are not revoked."""
+    return ApiKey.objects.filter(workspace=workspace, revoked_at__isnull=True)
+
+
+def api_key_get(workspace: Workspace, key_id: str) -> ApiKey:
+    """One active key of the workspace, or not_found."""
+    key = api_key_list(workspace).filter(pk=key_id).first()
+    if key is None:
+        raise NotFound("No such API key.")
+    return key
+
+
+def api_key_for_plain(plain: str) -> ApiKey:
+    """The active key behind a plain key, or an ``unauthorized`` error saying why."""
+    if not tokens.is_well_formed(plain):
+        raise InvalidKey()
+    wanted = tokens.digest(plain)
+    candidates = ApiKey.objects.select_related("workspace").filter(
+        prefix=tokens.lookup_prefix(plain)
+    )
+    for key in candidates:
+        if hmac.compare_digest(key.digest, wanted):
+            if key.revoked_at is not None:
+                raise KeyRevoked()
+            if key.expires_at is not None and key.expires_at <= timezone.now():
+                raise KeyExpired()
+            return key
+    raise InvalidKey()
+
+
+def membership_for(user: AbstractBaseUser, workspace_id: str | None) -> Membership | None:
+    """The user's membership in ``workspace_id``, else in their oldest workspace."""
+    memberships = Membership.objects.select_related("workspace").filter(user=user)
+    if workspace_id:
+        chosen = memberships.filter(workspace_id=workspace_id).first()
+        if chosen is not None:
+            return chosen
+    return memberships.order_by("created_at", "pk").first()
+
+
+def memberships_of(user: AbstractBaseUser) -> QuerySet[Membership]:
+    return Membership.objects.select_related("workspace").filter(user=user).order_by("created_at")

@@ -1,0 +1,135 @@
+"""Writes of workspaces, users, memberships and keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from apikeys import tokens
+from apikeys.models import ApiKey, KeyKind, Membership, Role, Workspace
+
+ALL_SCOPES = ("read", "write", "send", "admin")
+
+# A key's last-used time is written at most this often, so authentication stays a read.
+_LAST_USED_GRANULARITY = timedelta(seconds=60)
+
+
+def workspace_get_or_create(*, name: str, require_approval: bool = False) -> Workspace:
+    """The workspace with this name (the oldest one if several), created when missing."""
+    workspace = Workspace.objects.filter(name=name).order_by("created_at").first()
+    if workspace is None:
+        workspace = Workspace.objects.create(name=name, require_approval=require_approval)
+    elif require_approval and not workspace.require_approval:
+        workspace.require_approval = True
+        workspace.save(update_fields=["require_approval"])
+    return workspace
+
+
+def user_get_or_create(*, email: str, password: str | None = None) -> AbstractBaseUser:
+    """A dashboard user whose user name is their e-mail address; sets the password if given."""
+    User = get_user_model()
+    email = email.strip().lower()
+    user, _ = User.objects.get_or_create(username=email, defaults={"email": email})
+    if password is not None:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    return user
+
+
+def membership_set(*, workspace: Workspace, user: AbstractBaseUser, role: str) -> Membership:
+    """Adds the user to the workspace with ``role``, or changes their role."""
+    membership, created = Membership.objects.get_or_create(
+        workspace=workspace, user=user, defaults={"role": role}
+    )
+    if not created and membership.role != role:
+        membership.role = role
+        membership.save(update_fields=["role"])
+    return membership
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    key: ApiKey
+    plain: str
+
+
+def api_key_create(
+    *,
+    workspace: Workspace,
+    name: str,
+    kind: str = KeyKind.AGENT,
+    scopes: list[str] | tuple[str, ...] = ("read", "write"),
+    expires_in_days: int | None = None,
+    require_approval: bool = False,
+    created_by: AbstractBaseUser | None = None,
+) -> CreatedKey:
+    """A new key; the plain key exists only in the returned value."""
+    plain = tokens.generate()
+    ordered = [s for s in ALL_SCOPES if s in set(scopes)]
+    key = ApiKey.objects.create(
+        workspace=workspace,
+        name=name,
+        kind=kind,
+        scopes=ordered,
+        prefix=tokens.lookup_prefix(plain),
+        digest=tokens.digest(plain),
+        require_approval=require_approval,
+        expires_at=(
+            timezone.now() + timedelta(days=expires_in_days)
+            if expires_in_days is not None
+            else None
+        ),
+        created_by=created_by,
+    )
+    return CreatedKey(key=key, plain=plain)
+
+
+def api_key_update(*, key: ApiKey, require_approval: bool) -> ApiKey:
+    """Changes whether mail sent with the key waits for approval."""
+    if key.require_approval != require_approval:
+        key.require_approval = require_approval
+        key.save(update_fields=["require_approval"])
+    return key
+
+
+def api_key_revoke(*, key: ApiKey) -> ApiKey:
+    """Revokes the key at once; later requests with it are 401."""
+    with transaction.atomic():
+        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    key.refresh_from_db(fields=["revoked_at"])
+    return key
+
+
+def api_key_touch(*, key: ApiKey) -> None:
+    """Records use of the key, at most once a minute."""
+    now = timezone.now()
+    if key.last_used_at is None or now - key.last_used_at >= _LAST_USED_GRANULARITY:
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        key.last_used_at = now
+
+
+def bootstrap(
+    *,
+    workspace_name: str,
+    owner_email: str,
+    password: str,
+    require_approval: bool = False,
+) -> tuple[Workspace, AbstractBaseUser, CreatedKey]:
+    """Creates (or reuses) a workspace and its owner, and a new admin key with every scope."""
+    with transaction.atomic():
+        workspace = workspace_get_or_create(name=workspace_name, require_approval=require_approval)
+        owner = user_get_or_create(email=owner_email, password=password)
+        membership_set(workspace=workspace, user=owner, role=Role.OWNER)
+        created = api_key_create(
+            workspace=workspace,
+            name="bootstrap admin key",
+            kind=KeyKind.PERSONAL,
+            scopes=ALL_SCOPES,
+            created_by=owner,
+        )
+    return workspace, owner, created

@@ -1,0 +1,52 @@
+"""Cursor pagination: ``{"data": [...], "next_cursor": "..." | null}``.
+
+Lists are ordered newest first by their time-ordered id, so a cursor is the last id of a page,
+wrapped so clients treat it as opaque. A malformed cursor is a ``validation_error`` on ``cursor``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Sequence
+from typing import TypeVar
+
+from django.db.models import Model, QuerySet
+
+from config.api.errors import ValidationFailed
+
+M = TypeVar("M", bound=Model)
+
+_MAGIC = "c1:"
+
+
+def encode_cursor(last_id: str) -> str:
+    return base64.urlsafe_b64encode((_MAGIC + last_id).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raw = ""
+    if not raw.startswith(_MAGIC) or not 3 < len(raw) <= 64 or not raw[3:].isascii():
+        raise ValidationFailed.at("cursor", "Malformed cursor.")
+    return raw[len(_MAGIC) :]
+
+
+def paginate(
+    queryset: QuerySet[M], *, limit: int, cursor: str | None
+) -> tuple[Sequence[M], str | None]:
+    """One page of ``queryset`` (newest first by ``pk``) and the cursor of the next page."""
+    queryset = queryset.order_by("-pk")
+    if cursor:
+        queryset = queryset.filter(pk__lt=decode_cursor(cursor))
+    rows = list(queryset[: limit + 1])
+    if len(rows) > limit:
+        rows = rows[:limit]
+        return rows, encode_cursor(str(rows[-1].pk))
+    return rows, None
+
+
+def page_body(data: list, next_cursor: str | None) -> dict:
+    return {"data": data, "next_cursor": next_cursor}

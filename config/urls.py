@@ -1,0 +1,25 @@
+"""URL map: the REST API under /api/v1, the schema and docs, health, admin and dashboard."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView
+
+from config.health import healthz
+
+api_v1 = [
+    path("", include("apikeys.urls")),
+    path("", include("inboxes.urls")),
+]
+
+urlpatterns = [
+    path("healthz", healthz),
+    path("api/v1/", include(api_v1)),
+    path("api/openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
+    path("api/docs", SpectacularRedocView.as_view(url_name="schema"), name="docs"),
+    path("admin/", admin.site.urls),
+]
+
+handler404 = "config.api.errors.handler404"
+handler500 = "config.api.errors.handler500"

@@ -1,0 +1,1 @@
+"""Inboxes and domains: addresses, generation of readable names, expiry."""

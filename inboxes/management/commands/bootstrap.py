@@ -1,0 +1,53 @@
+"""Creates (or reuses) a workspace, its owner and a new admin key; prints them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from apikeys import services
+from inboxes import services as inbox_services
+
+
+class Command(BaseCommand):
+    help = "Create or reuse a workspace with its owner, and mint an admin key with all scopes."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--workspace", required=True)
+        parser.add_argument("--owner", required=True, help="The owner's e-mail (dashboard login).")
+        parser.add_argument("--password", required=True)
+        parser.add_argument("--domain", help="A custom domain for the workspace (catch-all off).")
+        parser.add_argument("--require-approval", action="store_true")
+        parser.add_argument("--json", action="store_true", help="Print one JSON object.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        workspace, owner, created = services.bootstrap(
+            workspace_name=options["workspace"],
+            owner_email=options["owner"],
+            password=options["password"],
+            require_approval=options["require_approval"],
+        )
+        domain = options.get("domain")
+        if domain:
+            domain = inbox_services.domain_add(workspace=workspace, domain=domain).domain
+        else:
+            domain = settings.INBOX_DOMAINS[0] if settings.INBOX_DOMAINS else None
+        result = {
+            "workspace_id": workspace.pk,
+            "workspace": workspace.name,
+            "api_key": created.plain,
+            "key_id": created.key.pk,
+            "domain": domain,
+            "owner": owner.get_username(),
+            "login_url": "/login/",
+        }
+        if options["json"]:
+            self.stdout.write(json.dumps(result))
+            return
+        self.stdout.write(f"workspace  {workspace.name} ({workspace.pk})")
+        self.stdout.write(f"owner      {owner.get_username()} (dashboard: /login/)")
+        self.stdout.write(f"domain     {domain}")
+        self.stdout.write(f"admin key  {created.plain}")

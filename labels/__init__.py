@@ -1,0 +1,1 @@
+"""Labels: the rules engine, the classifier backends, /labels and /labels/test."""

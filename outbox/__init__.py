@@ -1,0 +1,1 @@
+"""Outbox: outgoing mail, its approval state machine, delivery and decisions."""

@@ -1,0 +1,1 @@
+"""The event hub: the event log, ``emit()``, webhook endpoints, deliveries, attempts, signing."""
