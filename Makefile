@@ -38,7 +38,7 @@ test: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python manage.py makemigrations --check --dry-run -v1
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
-		$(BIN)/python -m pytest -q -p no:cacheprovider
+		CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \

@@ -11,6 +11,7 @@ from config.health import healthz
 api_v1 = [
     path("", include("apikeys.urls")),
     path("", include("inboxes.urls")),
+    path("", include("mail.urls")),
 ]
 
 urlpatterns = [

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api.pagination import page_body
-from config.api.schema import page_of
-from inboxes import selectors
-from inboxes.serializers import DomainOut
+from config.api.pagination import page_body, paginate
+from config.api.query import parse_query
+from config.api.schema import DeletedOut, page_of
+from inboxes import selectors, services
+from inboxes.models import Source
+from inboxes.serializers import (
+    DomainOut,
+    InboxCreateIn,
+    InboxListQuery,
+    InboxOut,
+    InboxUpdateIn,
+)
+
+INBOX_ID = OpenApiParameter(
+    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+)
 
 
 class DomainsApi(APIView):
@@ -26,3 +38,82 @@ class DomainsApi(APIView):
     def get(self, request: Request) -> Response:
         rows = selectors.domain_list(request.auth.workspace)
         return Response(page_body(DomainOut(rows, many=True).data, None))
+
+
+class InboxesApi(APIView):
+    scopes = {"GET": "read", "POST": "write"}
+    tags = ["Inboxes"]
+
+    @extend_schema(
+        operation_id="listInboxes",
+        parameters=[InboxListQuery],
+        responses=page_of(InboxOut),
+        description="Newest first. Expired inboxes are left out unless include_expired=true.",
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_query(InboxListQuery, request)
+        rows, cursor = paginate(
+            selectors.inbox_list(
+                request.auth.workspace,
+                q=query.get("q", ""),
+                tag=query.get("tag", ""),
+                agent=query.get("agent", ""),
+                include_expired=query["include_expired"],
+            ),
+            limit=query["limit"],
+            cursor=query.get("cursor"),
+        )
+        return Response(page_body(InboxOut(rows, many=True).data, cursor))
+
+    @extend_schema(
+        operation_id="createInbox",
+        request=InboxCreateIn,
+        responses=InboxOut,
+        description="Creates an inbox; `{}` is valid. 409 address_taken, 409 no_domain, 400 "
+        "invalid_domain, 403 feature_disabled (ttl_minutes null without permanent inboxes), "
+        "429 limit_reached (max_inboxes).",
+    )
+    def post(self, request: Request) -> Response:
+        body = InboxCreateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        inbox = services.inbox_create(
+            workspace=request.auth.workspace, source=Source.API, **body.validated_data
+        )
+        return Response(InboxOut(inbox).data)
+
+
+class InboxApi(APIView):
+    scopes = {"GET": "read", "PATCH": "write", "DELETE": "write"}
+    tags = ["Inboxes"]
+
+    @extend_schema(operation_id="getInbox", parameters=[INBOX_ID], responses=InboxOut)
+    def get(self, request: Request, inbox_id: str) -> Response:
+        inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
+        return Response(InboxOut(inbox).data)
+
+    @extend_schema(
+        operation_id="updateInbox",
+        parameters=[INBOX_ID],
+        request=InboxUpdateIn,
+        responses=InboxOut,
+        description="Only the fields given change. `ttl_minutes: null` makes the inbox permanent; "
+        "`extend_minutes` moves expiry to now + N (400 on a permanent inbox).",
+    )
+    def patch(self, request: Request, inbox_id: str) -> Response:
+        inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
+        body = InboxUpdateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        inbox = services.inbox_update(inbox=inbox, **body.validated_data)
+        return Response(InboxOut(inbox).data)
+
+    @extend_schema(
+        operation_id="deleteInbox",
+        parameters=[INBOX_ID],
+        responses={200: DeletedOut},
+        description="Removes the inbox and all its mail, raw messages and attachments.",
+    )
+    def delete(self, request: Request, inbox_id: str) -> Response:
+        inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
+        deleted_id = inbox.pk
+        services.inbox_delete(inbox=inbox)
+        return Response({"deleted": True, "id": deleted_id})

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from apikeys.models import Workspace
+from config.api.errors import NotFound
+from inboxes.addresses import canonical_address
 from inboxes.exceptions import InvalidDomain, NoDomain
-from inboxes.models import Domain
+from inboxes.models import Domain, Inbox
 
 
 @dataclass(frozen=True)
@@ -43,3 +48,64 @@ def domain_resolve(workspace: Workspace, name: str | None) -> DomainInfo:
         if row.domain == wanted:
             return row
     raise InvalidDomain(f"The domain '{name}' is not available to this workspace.")
+
+
+def inbox_get(workspace: Workspace, id_or_address: str) -> Inbox:
+    """One inbox of the workspace by id or full address, else not_found (whatever the reason)."""
+    ref = id_or_address.strip()
+    queryset = Inbox.objects.filter(workspace=workspace)
+    if "@" in ref:
+        inbox = queryset.filter(address=ref.lower()).first()
+    else:
+        inbox = queryset.filter(pk=ref).first()
+    if inbox is None:
+        raise NotFound("No such inbox.")
+    return inbox
+
+
+def inbox_list(
+    workspace: Workspace,
+    *,
+    q: str = "",
+    tag: str = "",
+    agent: str = "",
+    include_expired: bool = False,
+) -> QuerySet[Inbox]:
+    """The workspace's inboxes matching the list filters (expired ones left out by default)."""
+    queryset = Inbox.objects.filter(workspace=workspace)
+    if not include_expired:
+        queryset = queryset.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+    if q:
+        queryset = queryset.filter(
+            Q(address__icontains=q) | Q(name__icontains=q) | Q(agent_name__icontains=q)
+        )
+    if agent:
+        queryset = queryset.filter(agent_name__iexact=agent)
+    if tag:
+        if connection.vendor == "postgresql":
+            queryset = queryset.filter(tags__contains=[tag])
+        else:  # SQLite has no JSON containment lookup; json_each does the same
+            queryset = queryset.extra(
+                where=["EXISTS (SELECT 1 FROM json_each(inboxes_inbox.tags) WHERE value = %s)"],
+                params=[tag],
+            )
+    return queryset
+
+
+def inbox_for_recipient(address: str) -> Inbox | None:
+    """The inbox a recipient address is delivered to (plus tag removed), across workspaces."""
+    canonical = canonical_address(address)
+    if not canonical:
+        return None
+    return Inbox.objects.select_related("workspace").filter(address=canonical).first()
+
+
+def catch_all_domain(domain: str) -> Domain | None:
+    """The catch-all custom domain with this name, if any."""
+    return Domain.objects.select_related("workspace").filter(domain=domain, catch_all=True).first()
+
+
+def hosted_domain(domain: str) -> bool:
+    """Whether this instance receives mail for ``domain`` (shared or any custom domain)."""
+    domain = domain.lower().rstrip(".")
+    return domain in settings.INBOX_DOMAINS or Domain.objects.filter(domain=domain).exists()

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from config.api.query import PageQuery
+from inboxes.addresses import DOMAIN_RE, is_valid_local_part
+from inboxes.models import Overflow
+from inboxes.services import MAX_TTL_MINUTES
+
 
 class DomainOut(serializers.Serializer):
     domain = serializers.CharField()
@@ -12,3 +17,104 @@ class DomainOut(serializers.Serializer):
         help_text="Mail to an unknown local part creates the inbox (custom domains only)."
     )
     default = serializers.BooleanField(help_text="Used when POST /inboxes names no domain.")
+
+
+def _validate_sender_rule(value: str) -> str:
+    rule = value.strip().lower()
+    local, at, domain = rule.lstrip("@").rpartition("@")
+    if not DOMAIN_RE.match(domain) or (at and not local):
+        raise serializers.ValidationError(
+            "Use an address (bob@example.com) or a domain (example.com)."
+        )
+    return rule
+
+
+class SenderRuleField(serializers.CharField):
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(max_length=320, validators=[_validate_sender_rule], **kwargs)
+
+
+class _InboxFieldsIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    ttl_minutes = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_TTL_MINUTES,
+        allow_null=True,
+        required=False,
+        help_text="Minutes until expiry; null = permanent (needs the entitlement). Omitted on "
+        "create: permanent when allowed, else 60.",
+    )
+    agent_name = serializers.CharField(max_length=200, allow_blank=True, required=False)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=64), max_length=50, required=False
+    )
+    max_emails = serializers.IntegerField(
+        min_value=1, max_value=1_000_000, allow_null=True, required=False
+    )
+    overflow = serializers.ChoiceField(choices=Overflow.choices, required=False)
+    allow_senders = serializers.ListField(child=SenderRuleField(), max_length=500, required=False)
+    block_senders = serializers.ListField(child=SenderRuleField(), max_length=500, required=False)
+    forward_to = serializers.EmailField(max_length=320, allow_null=True, required=False)
+
+
+class InboxCreateIn(_InboxFieldsIn):
+    local_part = serializers.CharField(
+        max_length=64,
+        required=False,
+        help_text="Dot-atom, 1-64 characters, stored lower-case; `+` is reserved for plus "
+        "addressing. Omitted: a readable name like brave-otter-42.",
+    )
+    domain = serializers.CharField(
+        max_length=253, required=False, help_text="Default: see /domains."
+    )
+
+    def validate_local_part(self, value: str) -> str:
+        value = value.strip().lower()
+        if not is_valid_local_part(value):
+            raise serializers.ValidationError("Not a valid local part (dot-atom, no '+').")
+        return value
+
+
+class InboxUpdateIn(_InboxFieldsIn):
+    extend_minutes = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_TTL_MINUTES,
+        required=False,
+        help_text="Moves expiry to now + N minutes; reactivates an expired inbox.",
+    )
+
+
+class InboxListQuery(PageQuery):
+    default_limit = 50
+    max_limit = 200
+
+    q = serializers.CharField(
+        required=False, max_length=200, help_text="Address, name or agent contains."
+    )
+    tag = serializers.CharField(required=False, max_length=64)
+    agent = serializers.CharField(required=False, max_length=200)
+    include_expired = serializers.BooleanField(required=False, default=False)
+
+
+class InboxOut(serializers.Serializer):
+    id = serializers.CharField()
+    address = serializers.CharField()
+    local_part = serializers.CharField()
+    domain = serializers.CharField()
+    name = serializers.CharField()
+    agent_name = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    status = serializers.ChoiceField(choices=["active", "expired"])
+    permanent = serializers.BooleanField()
+    ttl_minutes = serializers.IntegerField(allow_null=True)
+    expires_at = serializers.DateTimeField(allow_null=True)
+    max_emails = serializers.IntegerField(allow_null=True)
+    overflow = serializers.ChoiceField(choices=Overflow.choices)
+    allow_senders = serializers.ListField(child=serializers.CharField())
+    block_senders = serializers.ListField(child=serializers.CharField())
+    forward_to = serializers.CharField(allow_null=True)
+    email_count = serializers.IntegerField()
+    unread_count = serializers.IntegerField()
+    last_email_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()

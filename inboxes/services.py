@@ -1,13 +1,25 @@
-"""Writes of domains and inboxes."""
+"""Writes of domains and inboxes: create, update, delete, expire."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any
+
 from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from apikeys.models import Workspace
-from config.api.errors import ValidationFailed
-from inboxes.exceptions import InvalidDomain
-from inboxes.models import Domain
+from config.api.errors import FeatureDisabled, LimitReached, ValidationFailed
+from inboxes.addresses import is_valid_local_part, readable_local_part
+from inboxes.exceptions import AddressTaken, InvalidDomain
+from inboxes.models import Domain, Inbox, Source
+from inboxes.selectors import domain_resolve
+from webhooks import events
+
+MAX_TTL_MINUTES = 525_600
+DEFAULT_TTL_MINUTES = 60  # an omitted TTL without the permanent-inbox entitlement
+UNSET: Any = object()
 
 
 def domain_add(*, workspace: Workspace, domain: str, catch_all: bool = False) -> Domain:
@@ -26,3 +38,140 @@ def domain_add(*, workspace: Workspace, domain: str, catch_all: bool = False) ->
             existing.save(update_fields=["catch_all"])
         return existing
     return Domain.objects.create(workspace=workspace, domain=name, catch_all=catch_all)
+
+
+def inbox_record(inbox: Inbox) -> dict[str, str]:
+    """The plain ``{id, address}`` that events carry."""
+    return {"id": inbox.pk, "address": inbox.address}
+
+
+def _expiry_for(workspace: Workspace, ttl_minutes: Any) -> tuple[int | None, datetime | None]:
+    if ttl_minutes is UNSET:
+        ttl_minutes = None if workspace.allow_permanent_inboxes else DEFAULT_TTL_MINUTES
+    elif ttl_minutes is None and not workspace.allow_permanent_inboxes:
+        raise FeatureDisabled("Permanent inboxes are disabled for this workspace.")
+    if ttl_minutes is None:
+        return None, None
+    return ttl_minutes, timezone.now() + timedelta(minutes=ttl_minutes)
+
+
+def inbox_create(
+    *,
+    workspace: Workspace,
+    source: str = Source.API,
+    local_part: str | None = None,
+    domain: str | None = None,
+    ttl_minutes: Any = UNSET,
+    **fields: Any,
+) -> Inbox:
+    """A new inbox (event ``inbox.created``). ``ttl_minutes`` omitted follows the entitlement."""
+    resolved = domain_resolve(workspace, domain)
+    ttl, expires_at = _expiry_for(workspace, ttl_minutes)
+    if local_part is not None:
+        local_part = local_part.strip().lower()
+        if not is_valid_local_part(local_part):
+            raise ValidationFailed.at("local_part", "Not a valid local part.")
+    with transaction.atomic():
+        if workspace.max_inboxes is not None:
+            # Serialise creates of one workspace so the cap cannot be overshot by a race.
+            Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+            if Inbox.objects.filter(workspace=workspace).count() >= workspace.max_inboxes:
+                raise LimitReached(
+                    f"The workspace may have at most {workspace.max_inboxes} inboxes."
+                )
+        for attempt in range(12):
+            local = local_part if local_part is not None else readable_local_part()
+            if attempt >= 8 and local_part is None:
+                local = f"{local}{attempt}"
+            try:
+                with transaction.atomic():
+                    inbox = Inbox.objects.create(
+                        workspace=workspace,
+                        address=f"{local}@{resolved.domain}",
+                        local_part=local,
+                        domain=resolved.domain,
+                        ttl_minutes=ttl,
+                        expires_at=expires_at,
+                        source=source,
+                        **fields,
+                    )
+                break
+            except IntegrityError:
+                if local_part is not None:
+                    raise AddressTaken(f"{local}@{resolved.domain} is already taken.") from None
+        else:
+            raise AddressTaken("Could not find a free generated address; name one.")
+        events.emit(
+            workspace_id=workspace.pk,
+            inbox_id=inbox.pk,
+            type=events.INBOX_CREATED,
+            data={"inbox": inbox_record(inbox), "source": source},
+        )
+    return inbox
+
+
+def inbox_update(
+    *,
+    inbox: Inbox,
+    ttl_minutes: Any = UNSET,
+    extend_minutes: int | None = None,
+    **fields: Any,
+) -> Inbox:
+    """Changes the given fields only; ``extend_minutes`` moves expiry to now + N (reactivating)."""
+    changed = [name for name, value in fields.items() if getattr(inbox, name) != value]
+    for name in changed:
+        setattr(inbox, name, fields[name])
+    now = timezone.now()
+    if ttl_minutes is not UNSET:
+        if ttl_minutes is None and not inbox.workspace.allow_permanent_inboxes:
+            raise FeatureDisabled("Permanent inboxes are disabled for this workspace.")
+        inbox.ttl_minutes = ttl_minutes
+        inbox.expires_at = None if ttl_minutes is None else now + timedelta(minutes=ttl_minutes)
+        changed += ["ttl_minutes", "expires_at"]
+    if extend_minutes is not None:
+        if inbox.expires_at is None and ttl_minutes is UNSET:
+            raise ValidationFailed.at(
+                "extend_minutes", "The inbox is permanent; set ttl_minutes to make it expire."
+            )
+        inbox.expires_at = now + timedelta(minutes=extend_minutes)
+        changed += ["expires_at"]
+    if "expires_at" in changed:
+        inbox.expiry_notified_at = None  # a new expiry is announced again when it comes
+        changed.append("expiry_notified_at")
+    if changed:
+        inbox.save(update_fields=[*dict.fromkeys(changed), "updated_at"])
+    return inbox
+
+
+def inbox_delete(*, inbox: Inbox) -> None:
+    """Removes the inbox, all its mail (raw bytes and attachments included) and its event log."""
+    with transaction.atomic():
+        events.forget_inbox(inbox.pk)
+        inbox.delete()
+
+
+def inboxes_expire_due(*, now: datetime | None = None) -> int:
+    """Announces every inbox whose expiry has passed, once (event ``inbox.expired``)."""
+    now = now or timezone.now()
+    count = 0
+    due = Inbox.objects.filter(expires_at__lte=now, expiry_notified_at__isnull=True).values_list(
+        "pk", "workspace_id", "address", "expires_at"
+    )[:1000]
+    for pk, workspace_id, address, expires_at in due:
+        with transaction.atomic():
+            claimed = Inbox.objects.filter(
+                pk=pk, expires_at=expires_at, expiry_notified_at__isnull=True
+            ).update(expiry_notified_at=now)
+            if claimed != 1:
+                continue  # another sweeper took it, or the inbox was extended meanwhile
+            events.emit(
+                workspace_id=workspace_id,
+                inbox_id=pk,
+                type=events.INBOX_EXPIRED,
+                data={
+                    "inbox": {"id": pk, "address": address},
+                    "expired_at": expires_at.isoformat(),
+                },
+            )
+        count += 1
+    return count

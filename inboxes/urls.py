@@ -4,4 +4,6 @@ from inboxes import api
 
 urlpatterns = [
     path("domains", api.DomainsApi.as_view()),
+    path("inboxes", api.InboxesApi.as_view()),
+    path("inboxes/<str:inbox_id>", api.InboxApi.as_view()),
 ]

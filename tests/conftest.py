@@ -80,3 +80,60 @@ def error_of(response) -> tuple[int, str]:  # type: ignore[no-untyped-def]
     assert set(body) == {"error"}, body
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     return response.status_code, body["error"]["code"]
+
+
+class SmtpServer:
+    """Our real SMTP front door on 127.0.0.1, served by an event loop in a background thread."""
+
+    def __init__(self) -> None:
+        import asyncio
+        import threading
+
+        from mail.smtp import start_server
+
+        self.loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._start_server = start_server
+        self._thread.start()
+        assert self._ready.wait(10), "SMTP server did not start"
+
+    def _run(self) -> None:
+        import asyncio
+
+        asyncio.set_event_loop(self.loop)
+        self.server = self.loop.run_until_complete(self._start_server("127.0.0.1", 0))
+        self.port = self.server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self.loop.run_forever()
+
+    def client(self):  # type: ignore[no-untyped-def]
+        import smtplib
+
+        return smtplib.SMTP("127.0.0.1", self.port, timeout=30)
+
+    def send(self, raw: bytes, *, to: list[str], mail_from: str = "sender@example.org") -> dict:
+        """Sends ``raw`` in one transaction; returns smtplib's refused-recipients dict."""
+        with self.client() as smtp:
+            return smtp.sendmail(mail_from, to, raw)
+
+    def stop(self) -> None:
+        async def close() -> None:
+            self.server.close()
+            await self.server.wait_closed()
+
+        import asyncio
+
+        asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+
+@pytest.fixture
+def smtp_server(transactional_db: None):  # type: ignore[no-untyped-def]
+    server = SmtpServer()
+    yield server
+    server.stop()
+    from django.db import connections
+
+    connections.close_all()

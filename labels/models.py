@@ -1,0 +1,80 @@
+"""Labels of a workspace and the labels applied to emails.
+
+``EmailLabel`` refers to ``mail.Email`` by string: labels never import mail.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from config.api.ids import new_id
+
+
+def _lbl_id() -> str:
+    return new_id("lbl")
+
+
+class Color(models.TextChoices):
+    VIOLET = "violet"
+    SKY = "sky"
+    EMERALD = "emerald"
+    AMBER = "amber"
+    ROSE = "rose"
+    FUCHSIA = "fuchsia"
+    LIME = "lime"
+    ORANGE = "orange"
+    SLATE = "slate"
+    CYAN = "cyan"
+
+
+class Label(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=_lbl_id, editable=False)
+    workspace = models.ForeignKey(
+        "apikeys.Workspace", on_delete=models.CASCADE, related_name="labels"
+    )
+    key = models.CharField(max_length=63)
+    name = models.CharField(max_length=200)
+    color = models.CharField(max_length=10, choices=Color.choices, default=Color.VIOLET)
+    instructions = models.TextField(blank=True, default="")
+    threshold = models.FloatField(default=0.7)
+    rules = models.JSONField(default=dict, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "key"], name="label_key_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class LabelSource(models.TextChoices):
+    RULE = "rule"
+    CLASSIFIER = "classifier"
+    MANUAL = "manual"
+
+
+class EmailLabel(models.Model):
+    """A label on an email. ``key`` repeats the label's (immutable) key so lists need no join."""
+
+    email = models.ForeignKey("mail.Email", on_delete=models.CASCADE, related_name="email_labels")
+    label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="applications")
+    key = models.CharField(max_length=63)
+    source = models.CharField(max_length=12, choices=LabelSource.choices)
+    confidence = models.FloatField(default=1.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["email", "label"], name="email_label_unique")
+        ]
+        indexes = [
+            # ?label= on email lists: emails carrying a key.
+            models.Index(fields=["key", "email"], name="emaillabel_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.source})"

@@ -1,0 +1,148 @@
+"""/inboxes/{id}/emails, /emails, /emails/{id} (+ raw and attachments)."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api.pagination import page_body, paginate
+from config.api.query import parse_query
+from config.api.schema import DeletedOut, page_of
+from inboxes import selectors as inbox_selectors
+from mail import selectors, services
+from mail.serializers import (
+    AllEmailsQuery,
+    EmailListQuery,
+    EmailOut,
+    EmailReadQuery,
+    EmailSummaryOut,
+    EmailUpdateIn,
+)
+
+INBOX_ID = OpenApiParameter(
+    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+)
+
+
+def _list(request: Request, query: dict, inbox_ref: str | None) -> Response:
+    workspace = request.auth.workspace
+    inbox = inbox_selectors.inbox_get(workspace, inbox_ref) if inbox_ref else None
+    rows, cursor = paginate(
+        selectors.email_list(
+            workspace,
+            inbox=inbox,
+            q=query.get("q", ""),
+            label=query.get("label", ""),
+            unread=query.get("unread"),
+            since=query.get("since"),
+        ),
+        limit=query["limit"],
+        cursor=query.get("cursor"),
+    )
+    return Response(page_body(EmailSummaryOut(rows, many=True).data, cursor))
+
+
+def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:
+    response = HttpResponse(content, content_type=content_type)
+    response["Content-Disposition"] = content_disposition_header(True, filename)
+    # Never let a browser run an attachment as a page of ours.
+    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+    return response
+
+
+class InboxEmailsApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Emails"]
+
+    @extend_schema(
+        operation_id="listInboxEmails",
+        parameters=[INBOX_ID, EmailListQuery],
+        responses=page_of(EmailSummaryOut),
+        description="Newest first.",
+    )
+    def get(self, request: Request, inbox_id: str) -> Response:
+        return _list(request, parse_query(EmailListQuery, request), inbox_id)
+
+
+class EmailsApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Emails"]
+
+    @extend_schema(
+        operation_id="listEmails",
+        parameters=[AllEmailsQuery],
+        responses=page_of(EmailSummaryOut),
+        description="Mail of every inbox of the workspace (or of `inbox`), newest first.",
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_query(AllEmailsQuery, request)
+        return _list(request, query, query.get("inbox") or None)
+
+
+class EmailApi(APIView):
+    scopes = {"GET": "read", "PATCH": "write", "DELETE": "write"}
+    tags = ["Emails"]
+
+    @extend_schema(operation_id="getEmail", parameters=[EmailReadQuery], responses=EmailOut)
+    def get(self, request: Request, email_id: str) -> Response:
+        query = parse_query(EmailReadQuery, request)
+        email = selectors.email_get(request.auth.workspace, email_id)
+        if query["mark_read"]:
+            services.email_mark_read(email=email)
+        return Response(EmailOut(email).data)
+
+    @extend_schema(
+        operation_id="updateEmail",
+        request=EmailUpdateIn,
+        responses=EmailOut,
+        description="Sets read/starred; `labels` replaces the manual labels (400 unknown_label).",
+    )
+    def patch(self, request: Request, email_id: str) -> Response:
+        email = selectors.email_get(request.auth.workspace, email_id)
+        body = EmailUpdateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.email_update(email=email, **body.validated_data)
+        return Response(EmailOut(selectors.email_get(request.auth.workspace, email_id)).data)
+
+    @extend_schema(operation_id="deleteEmail", responses={200: DeletedOut})
+    def delete(self, request: Request, email_id: str) -> Response:
+        email = selectors.email_get(request.auth.workspace, email_id)
+        services.email_delete(email=email)
+        return Response({"deleted": True, "id": email_id})
+
+
+class EmailRawApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Emails"]
+
+    @extend_schema(
+        operation_id="getEmailRaw",
+        responses={(200, "message/rfc822"): OpenApiResponse(OpenApiTypes.BINARY)},
+        description="The message exactly as received, as an .eml download.",
+    )
+    def get(self, request: Request, email_id: str) -> HttpResponse:
+        content = selectors.email_raw(request.auth.workspace, email_id)
+        return _download(content, "message/rfc822", f"{email_id}.eml")
+
+
+class EmailAttachmentApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Emails"]
+
+    @extend_schema(
+        operation_id="getEmailAttachment",
+        responses={(200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY)},
+        description="The attachment's bytes with its content type, as a download.",
+    )
+    def get(self, request: Request, email_id: str, attachment_id: str) -> HttpResponse:
+        attachment = selectors.attachment_get(request.auth.workspace, email_id, attachment_id)
+        return _download(
+            bytes(attachment.content),
+            attachment.content_type or "application/octet-stream",
+            attachment.filename or f"{attachment.pk}.bin",
+        )

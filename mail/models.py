@@ -1,0 +1,98 @@
+"""Emails, their raw bytes and attachments.
+
+Raw messages and attachment bytes live in the database (``RawMessage``, ``Attachment.content``),
+in the same transaction as the email row: one commit makes a message durable, one cascade removes
+everything. The README's Storage section gives the reasons and the measurements.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from config.api.ids import new_id
+
+
+def _eml_id() -> str:
+    return new_id("eml")
+
+
+def _att_id() -> str:
+    return new_id("att")
+
+
+class Email(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=_eml_id, editable=False)
+    workspace = models.ForeignKey("apikeys.Workspace", on_delete=models.CASCADE, related_name="+")
+    inbox = models.ForeignKey("inboxes.Inbox", on_delete=models.CASCADE, related_name="emails")
+    message_id = models.CharField(max_length=998, blank=True, default="")
+    envelope_from = models.CharField(max_length=320, blank=True, default="")
+    envelope_to = models.CharField(max_length=320, blank=True, default="")
+    from_address = models.CharField(max_length=320, blank=True, default="")
+    from_name = models.CharField(max_length=320, blank=True, default="")
+    to = models.JSONField(default=list)
+    cc = models.JSONField(default=list)
+    reply_to = models.JSONField(default=list)
+    subject = models.TextField(blank=True, default="")
+    text = models.TextField(blank=True, default="")
+    html = models.TextField(blank=True, default="")
+    headers = models.JSONField(default=list)
+    preview = models.CharField(max_length=200, blank=True, default="")
+    # Lower-cased "from address, from name, subject, preview": what ``q`` searches (trigram index).
+    search_text = models.TextField(blank=True, default="", editable=False)
+    size = models.PositiveIntegerField(default=0)
+    in_reply_to = models.CharField(max_length=998, blank=True, default="")
+    references = models.JSONField(default=list)
+    extracted = models.JSONField(default=dict)
+    defects = models.JSONField(default=list)
+    has_attachments = models.BooleanField(default=False)
+    read = models.BooleanField(default=False)
+    starred = models.BooleanField(default=False)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # GET /inboxes/{id}/emails (newest first) and the drop_oldest policy (oldest first).
+            models.Index(fields=["inbox", "-id"], name="email_inbox_list"),
+            # GET /emails across a workspace, newest first.
+            models.Index(fields=["workspace", "-id"], name="email_ws_list"),
+            # ?since= and /wait: an inbox's mail received after a time.
+            models.Index(fields=["inbox", "received_at"], name="email_inbox_received"),
+            # ?unread=true: only unread rows are indexed.
+            models.Index(
+                fields=["inbox", "-id"], name="email_inbox_unread", condition=models.Q(read=False)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject[:60]} ({self.id})"
+
+
+class RawMessage(models.Model):
+    """The message exactly as received, byte for byte; kept apart so lists never load it."""
+
+    email = models.OneToOneField(
+        Email, on_delete=models.CASCADE, primary_key=True, related_name="raw"
+    )
+    content = models.BinaryField()
+    sha256 = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"raw of {self.email_id}"
+
+
+class Attachment(models.Model):
+    id = models.CharField(primary_key=True, max_length=32, default=_att_id, editable=False)
+    email = models.ForeignKey(Email, on_delete=models.CASCADE, related_name="attachments")
+    position = models.PositiveIntegerField(default=0)
+    filename = models.CharField(max_length=255, blank=True, default="")
+    content_type = models.CharField(max_length=255, default="application/octet-stream")
+    size = models.PositiveIntegerField(default=0)
+    content_id = models.CharField(max_length=998, blank=True, default="")
+    inline = models.BooleanField(default=False)
+    content = models.BinaryField()
+
+    class Meta:
+        ordering = ["email", "position"]
+
+    def __str__(self) -> str:
+        return self.filename or self.id

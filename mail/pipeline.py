@@ -1,0 +1,341 @@
+"""The receive pipeline: the one function SMTP, internal delivery and tests go through.
+
+``receive(raw, mail_from=..., rcpt_tos=[...])`` parses the message once, then for every inbox it
+is addressed to decides (expiry, sender filters, cap), stores the email with its raw bytes and
+attachments in one transaction, and emits the events. It never raises on message content: a
+message that cannot be fully parsed is stored with what could be read, its defects noted and its
+raw bytes kept. It returns one :class:`Delivery` per recipient so the SMTP front door can answer.
+
+Order on receipt: store, extract, (labels: rules and classifier, with the labels issue), then
+``email.received``. Refusals emit ``mail.rejected`` on the inbox's stream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from inboxes import selectors as inbox_selectors
+from inboxes import services as inbox_services
+from inboxes.addresses import sender_allowed, split_address
+from inboxes.models import Inbox, Overflow, Source
+from mail.extraction import extract
+from mail.htmltext import make_preview
+from mail.models import Attachment, Email, RawMessage
+from mail.parsing import Address, ParsedMessage, parse_message
+from webhooks import events
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a recipient did not get the message, as an SMTP reply."""
+
+    code: int
+    status: str
+    reason: str
+
+    @property
+    def smtp_reply(self) -> str:
+        return f"{self.code} {self.status} {self.reason}"
+
+
+NO_SUCH_INBOX = Refusal(550, "5.1.1", "No such mailbox here")
+INBOX_EXPIRED = Refusal(550, "5.1.1", "Mailbox has expired")
+SENDER_REFUSED = Refusal(550, "5.7.1", "Sender not accepted by this mailbox")
+INBOX_FULL = Refusal(552, "5.2.2", "Mailbox full")
+TOO_LARGE = Refusal(552, "5.3.4", "Message too big")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    recipient: str
+    email_id: str | None = None
+    inbox_id: str | None = None
+    refusal: Refusal | None = None
+
+
+def check_recipient(address: str, *, now: datetime | None = None) -> Refusal | None:
+    """The cheap RCPT-time check: None when the address can receive mail now."""
+    inbox = inbox_selectors.inbox_for_recipient(address)
+    if inbox is not None:
+        return INBOX_EXPIRED if inbox.is_expired(now) else None
+    local, domain = split_address(address)
+    if local and inbox_selectors.catch_all_domain(domain) is not None:
+        return None
+    return NO_SUCH_INBOX
+
+
+def refuse_recipient(address: str, mail_from: str = "") -> Refusal | None:
+    """RCPT-time decision; an expired inbox also gets ``mail.rejected`` on its stream."""
+    now = timezone.now()
+    refusal = check_recipient(address, now=now)
+    if refusal is INBOX_EXPIRED:
+        inbox = inbox_selectors.inbox_for_recipient(address)
+        if inbox is not None:
+            with transaction.atomic():
+                _emit_rejected(inbox, mail_from.lower(), refusal)
+    return refusal
+
+
+def note_oversized(rcpt_tos: Sequence[str], mail_from: str) -> None:
+    """Records ``mail.rejected`` for a message refused as too big before it was read."""
+    seen: set[str] = set()
+    for recipient in rcpt_tos:
+        inbox = inbox_selectors.inbox_for_recipient(recipient)
+        if inbox is not None and inbox.pk not in seen:
+            seen.add(inbox.pk)
+            with transaction.atomic():
+                _emit_rejected(inbox, mail_from.lower(), TOO_LARGE)
+
+
+def _address_dicts(addresses: Sequence[Address]) -> list[dict[str, str]]:
+    return [{"address": a.address, "name": a.name} for a in addresses]
+
+
+@dataclass
+class _Prepared:
+    """Everything about the message that does not depend on the inbox: computed once."""
+
+    raw: bytes
+    sha256: str
+    parsed: ParsedMessage
+    sender: str
+    preview: str
+    extracted: dict
+    search_text: str
+    received_at: datetime
+
+
+def _prepare(raw: bytes, mail_from: str, received_at: datetime) -> _Prepared:
+    parsed = parse_message(raw)
+    sender = (parsed.from_.address if parsed.from_ and parsed.from_.address else mail_from).lower()
+    preview = make_preview(parsed.text, parsed.html)
+    try:
+        extracted = dict(
+            extract(
+                subject=parsed.subject,
+                text=parsed.text,
+                html=parsed.html,
+                list_unsubscribe=parsed.header("List-Unsubscribe"),
+            )
+        )
+    except Exception:  # extraction is best effort; the message is stored regardless
+        logger.exception("extraction failed")
+        extracted = {"code": None, "link": None, "codes": [], "links": []}
+    name = parsed.from_.name if parsed.from_ else ""
+    search_text = " ".join([sender, name, parsed.subject, preview]).lower()
+    return _Prepared(
+        raw=raw,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        parsed=parsed,
+        sender=sender,
+        preview=preview,
+        extracted=extracted,
+        search_text=search_text,
+        received_at=received_at,
+    )
+
+
+def _resolve_inbox(recipient: str, now: datetime) -> Inbox | Refusal:
+    inbox = inbox_selectors.inbox_for_recipient(recipient)
+    if inbox is None:
+        local, domain = split_address(recipient)
+        catch_all = inbox_selectors.catch_all_domain(domain) if local else None
+        if catch_all is None:
+            return NO_SUCH_INBOX
+        local = local.split("+", 1)[0]
+        try:
+            inbox = inbox_services.inbox_create(
+                workspace=catch_all.workspace,
+                source=Source.CATCH_ALL,
+                local_part=local,
+                domain=domain,
+            )
+        except Exception:  # raced with another receiver creating it, or an invalid local part
+            inbox = inbox_selectors.inbox_for_recipient(recipient)
+            if inbox is None:
+                return NO_SUCH_INBOX
+    if inbox.is_expired(now):
+        return INBOX_EXPIRED
+    return inbox
+
+
+def _emit_rejected(inbox: Inbox, sender: str, refusal: Refusal) -> None:
+    events.emit(
+        workspace_id=inbox.workspace_id,
+        inbox_id=inbox.pk,
+        type=events.MAIL_REJECTED,
+        data={
+            "inbox": inbox_services.inbox_record(inbox),
+            "from": sender,
+            "reason": refusal.reason,
+            "code": refusal.code,
+        },
+    )
+
+
+def _make_room(inbox: Inbox) -> Refusal | None:
+    """Applies the cap under the inbox row lock: refuse, or drop the oldest emails."""
+    if inbox.max_emails is None or inbox.email_count < inbox.max_emails:
+        return None
+    if inbox.overflow == Overflow.REJECT:
+        return INBOX_FULL
+    excess = inbox.email_count - inbox.max_emails + 1
+    oldest = list(
+        Email.objects.filter(inbox=inbox).order_by("pk").values_list("pk", "read")[:excess]
+    )
+    Email.objects.filter(pk__in=[pk for pk, _ in oldest]).delete()
+    unread = sum(1 for _, read in oldest if not read)
+    Inbox.objects.filter(pk=inbox.pk).update(
+        email_count=F("email_count") - len(oldest), unread_count=F("unread_count") - unread
+    )
+    for pk, _ in oldest:
+        events.emit(
+            workspace_id=inbox.workspace_id,
+            inbox_id=inbox.pk,
+            type=events.EMAIL_DELETED,
+            data={
+                "inbox": inbox_services.inbox_record(inbox),
+                "email": {"id": pk},
+                "reason": "overflow",
+            },
+        )
+    return None
+
+
+def email_event_data(inbox: Inbox, email: Email, labels: list[dict]) -> dict:
+    """The ``data`` of ``email.received`` (the webhook payload's layout)."""
+    return {
+        "inbox": inbox_services.inbox_record(inbox),
+        "email": {
+            "id": email.pk,
+            "from": {"address": email.from_address, "name": email.from_name},
+            "subject": email.subject,
+            "snippet": email.preview,
+            "labels": labels,
+            "verification": {
+                "code": email.extracted.get("code"),
+                "link": email.extracted.get("link"),
+            },
+            "received_at": email.received_at.isoformat().replace("+00:00", "Z"),
+        },
+    }
+
+
+def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) -> Email | Refusal:
+    parsed = prepared.parsed
+    with transaction.atomic():
+        locked = Inbox.objects.select_for_update().get(pk=inbox.pk)
+        refusal = _make_room(locked)
+        if refusal is not None:
+            return refusal
+        email = Email.objects.create(
+            workspace_id=locked.workspace_id,
+            inbox=locked,
+            message_id=parsed.message_id[:998],
+            envelope_from=mail_from[:320],
+            envelope_to=recipient[:320],
+            from_address=(parsed.from_.address if parsed.from_ else "")[:320],
+            from_name=(parsed.from_.name if parsed.from_ else "")[:320],
+            to=_address_dicts(parsed.to),
+            cc=_address_dicts(parsed.cc),
+            reply_to=_address_dicts(parsed.reply_to),
+            subject=parsed.subject,
+            text=parsed.text,
+            html=parsed.html,
+            headers=[[name, value] for name, value in parsed.headers],
+            preview=prepared.preview,
+            search_text=prepared.search_text,
+            size=len(prepared.raw),
+            in_reply_to=parsed.in_reply_to[:998],
+            references=parsed.references,
+            extracted=prepared.extracted,
+            defects=parsed.defects,
+            has_attachments=bool(parsed.attachments),
+            received_at=prepared.received_at,
+        )
+        RawMessage.objects.create(email=email, content=prepared.raw, sha256=prepared.sha256)
+        Attachment.objects.bulk_create(
+            Attachment(
+                email=email,
+                position=position,
+                filename=part.filename[:255],
+                content_type=part.content_type[:255] or "application/octet-stream",
+                size=len(part.content),
+                content_id=part.content_id[:998],
+                inline=part.inline,
+                content=part.content,
+            )
+            for position, part in enumerate(parsed.attachments)
+        )
+        Inbox.objects.filter(pk=locked.pk).update(
+            email_count=F("email_count") + 1,
+            unread_count=F("unread_count") + 1,
+            last_email_at=prepared.received_at,
+        )
+        # Labels step (rules, then the classifier) joins here with the labels issue; the labels
+        # it applies go into the email.received payload below and an email.labeled event.
+        labels: list[dict] = []
+        events.emit(
+            workspace_id=locked.workspace_id,
+            inbox_id=locked.pk,
+            type=events.EMAIL_RECEIVED,
+            data=email_event_data(locked, email, labels),
+        )
+    return email
+
+
+def receive(
+    raw: bytes,
+    *,
+    mail_from: str = "",
+    rcpt_tos: Sequence[str],
+    received_at: datetime | None = None,
+) -> list[Delivery]:
+    """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient."""
+    now = received_at or timezone.now()
+    if len(raw) > settings.MAX_MESSAGE_BYTES:
+        return [Delivery(recipient=r, refusal=TOO_LARGE) for r in rcpt_tos]
+    prepared = _prepare(raw, mail_from, now)
+    deliveries: list[Delivery] = []
+    stored_in: dict[str, str] = {}  # inbox id -> email id: one copy per inbox
+    for recipient in rcpt_tos:
+        resolved = _resolve_inbox(recipient, now)
+        if isinstance(resolved, Refusal):
+            deliveries.append(Delivery(recipient=recipient, refusal=resolved))
+            continue
+        inbox = resolved
+        if inbox.pk in stored_in:
+            deliveries.append(Delivery(recipient, email_id=stored_in[inbox.pk], inbox_id=inbox.pk))
+            continue
+        if not sender_allowed(
+            prepared.sender, allow=inbox.allow_senders, block=inbox.block_senders
+        ):
+            with transaction.atomic():
+                _emit_rejected(inbox, prepared.sender, SENDER_REFUSED)
+            deliveries.append(Delivery(recipient, inbox_id=inbox.pk, refusal=SENDER_REFUSED))
+            continue
+        outcome = _store(inbox, prepared, mail_from, recipient)
+        if isinstance(outcome, Refusal):
+            with transaction.atomic():
+                _emit_rejected(inbox, prepared.sender, outcome)
+            deliveries.append(Delivery(recipient, inbox_id=inbox.pk, refusal=outcome))
+            continue
+        stored_in[inbox.pk] = outcome.pk
+        deliveries.append(Delivery(recipient, email_id=outcome.pk, inbox_id=inbox.pk))
+    return deliveries
+
+
+def receive_one(raw: bytes, *, to: str, mail_from: str = "") -> Delivery:
+    """Convenience for one recipient (internal delivery, tests)."""
+    return receive(raw, mail_from=mail_from, rcpt_tos=[to])[0]

@@ -1,0 +1,136 @@
+"""Request and response shapes of the emails API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.api.query import PageQuery
+
+
+class EmailListQuery(PageQuery):
+    default_limit = 25
+    max_limit = 100
+
+    q = serializers.CharField(
+        required=False, max_length=200, help_text="Case-insensitive: sender, subject or preview."
+    )
+    label = serializers.CharField(required=False, max_length=63, help_text="A label key.")
+    unread = serializers.BooleanField(required=False, allow_null=True, default=None)
+    since = serializers.DateTimeField(required=False, help_text="Only mail received after it.")
+
+
+class AllEmailsQuery(EmailListQuery):
+    inbox = serializers.CharField(
+        required=False, max_length=320, help_text="Inbox id or address; omitted: all inboxes."
+    )
+
+
+class EmailReadQuery(serializers.Serializer):
+    mark_read = serializers.BooleanField(required=False, default=False)
+
+
+class EmailUpdateIn(serializers.Serializer):
+    read = serializers.BooleanField(required=False)
+    starred = serializers.BooleanField(required=False)
+    labels = serializers.ListField(
+        child=serializers.CharField(max_length=63),
+        max_length=100,
+        required=False,
+        help_text="Replaces the manual labels with these keys (rule and classifier labels stay).",
+    )
+
+
+class AddressOut(serializers.Serializer):
+    address = serializers.CharField()
+    name = serializers.CharField()
+
+
+class LabelRefOut(serializers.Serializer):
+    key = serializers.CharField()
+    source = serializers.ChoiceField(choices=["rule", "classifier", "manual"])
+    confidence = serializers.FloatField()
+
+
+class LinkOut(serializers.Serializer):
+    url = serializers.CharField()
+    text = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["verify", "login", "reset", "unsubscribe", "other"])
+
+
+class ExtractedOut(serializers.Serializer):
+    code = serializers.CharField(allow_null=True, help_text="The primary verification code.")
+    link = serializers.CharField(allow_null=True, help_text="The primary link.")
+    codes = serializers.ListField(child=serializers.CharField())
+    links = LinkOut(many=True)
+
+
+class HeaderOut(serializers.Serializer):
+    name = serializers.CharField()
+    value = serializers.CharField()
+
+
+class AttachmentOut(serializers.Serializer):
+    id = serializers.CharField()
+    filename = serializers.CharField()
+    content_type = serializers.CharField()
+    size = serializers.IntegerField()
+    content_id = serializers.CharField()
+    inline = serializers.BooleanField()
+
+
+class _EmailBase(serializers.Serializer):
+    id = serializers.CharField()
+    inbox_id = serializers.CharField()
+    to = AddressOut(many=True)
+    subject = serializers.CharField()
+    preview = serializers.CharField()
+    labels = serializers.SerializerMethodField()
+    read = serializers.BooleanField()
+    starred = serializers.BooleanField()
+    received_at = serializers.DateTimeField()
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["from"] = serializers.SerializerMethodField(method_name="get_from")
+        return fields
+
+    @extend_schema_field(AddressOut(allow_null=True))
+    def get_from(self, email: Any) -> dict[str, str] | None:
+        if not email.from_address and not email.from_name:
+            return None
+        return {"address": email.from_address, "name": email.from_name}
+
+    @extend_schema_field(LabelRefOut(many=True))
+    def get_labels(self, email: Any) -> list[dict]:
+        return [
+            {"key": row.key, "source": row.source, "confidence": row.confidence}
+            for row in email.email_labels.all()
+        ]
+
+
+class EmailSummaryOut(_EmailBase):
+    has_attachments = serializers.BooleanField()
+
+
+class EmailOut(_EmailBase):
+    message_id = serializers.CharField()
+    cc = AddressOut(many=True)
+    reply_to = AddressOut(many=True)
+    text = serializers.CharField()
+    html = serializers.CharField()
+    headers = serializers.SerializerMethodField()
+    attachments = AttachmentOut(many=True)
+    extracted = ExtractedOut()
+    size = serializers.IntegerField()
+    in_reply_to = serializers.CharField()
+    references = serializers.ListField(child=serializers.CharField())
+    defects = serializers.ListField(
+        child=serializers.CharField(), help_text="What could not be parsed, if anything."
+    )
+
+    @extend_schema_field(HeaderOut(many=True))
+    def get_headers(self, email: Any) -> list[dict[str, str]]:
+        return [{"name": name, "value": value} for name, value in email.headers]

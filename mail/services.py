@@ -1,0 +1,93 @@
+"""Writes of emails: flags, manual labels, deletion. Counters of the inbox move with them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.db.models import F
+
+from inboxes.models import Inbox
+from labels import selectors as label_selectors
+from labels import services as label_services
+from mail.models import Email
+from webhooks import events
+
+
+def _set_read(email: Email, read: bool) -> bool:
+    """Flips the read flag if needed, keeping the inbox's unread count exact under races."""
+    changed = Email.objects.filter(pk=email.pk, read=not read).update(read=read)
+    if changed:
+        Inbox.objects.filter(pk=email.inbox_id).update(
+            unread_count=F("unread_count") + (-1 if read else 1)
+        )
+    email.read = read
+    return bool(changed)
+
+
+def _emit_updated(email: Email) -> None:
+    events.emit(
+        workspace_id=email.workspace_id,
+        inbox_id=email.inbox_id,
+        type=events.EMAIL_UPDATED,
+        data={
+            "email": {
+                "id": email.pk,
+                "read": email.read,
+                "starred": email.starred,
+                "labels": label_selectors.labels_of_email(email.pk),
+            }
+        },
+    )
+
+
+def email_update(
+    *,
+    email: Email,
+    read: bool | None = None,
+    starred: bool | None = None,
+    labels: Sequence[str] | None = None,
+) -> Email:
+    """Sets flags and replaces manual labels; emits ``email.updated`` when anything changed."""
+    with transaction.atomic():
+        changed = False
+        if labels is not None:
+            found = label_selectors.labels_by_keys(email.workspace, labels)
+            label_services.manual_labels_set(email_id=email.pk, labels=found)
+            changed = True
+        if read is not None:
+            changed |= _set_read(email, read)
+        if starred is not None and starred != email.starred:
+            Email.objects.filter(pk=email.pk).update(starred=starred)
+            email.starred = starred
+            changed = True
+        if changed:
+            _emit_updated(email)
+    return email
+
+
+def email_mark_read(*, email: Email) -> Email:
+    """GET /emails/{id}?mark_read=true."""
+    with transaction.atomic():
+        if _set_read(email, True):
+            _emit_updated(email)
+    return email
+
+
+def email_delete(*, email: Email) -> None:
+    """Removes the email with its raw bytes and attachments; emits ``email.deleted``."""
+    with transaction.atomic():
+        deleted = Email.objects.filter(pk=email.pk).values_list("read", flat=True).first()
+        if deleted is None:
+            return
+        Email.objects.filter(pk=email.pk).delete()
+        Inbox.objects.filter(pk=email.inbox_id).update(
+            email_count=F("email_count") - 1,
+            unread_count=F("unread_count") - (0 if deleted else 1),
+        )
+        events.emit(
+            workspace_id=email.workspace_id,
+            inbox_id=email.inbox_id,
+            type=events.EMAIL_DELETED,
+            data={"email": {"id": email.pk}},
+        )
