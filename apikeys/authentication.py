@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from apikeys import selectors, services
 from apikeys.exceptions import InvalidKey
 from apikeys.principal import ROLE_SCOPES, Principal
-from config.api.errors import Forbidden
+from config.api.errors import Forbidden, Unauthorized
 
 SESSION_WORKSPACE_KEY = "workspace_id"
 
@@ -69,3 +69,33 @@ class WorkspaceSessionAuthentication(SessionAuthentication):
         if principal is None:
             raise Forbidden("Your account is not a member of any workspace.")
         return user, principal
+
+
+def principal_for_scope(scope: dict[str, Any], *, allow_query_token: bool = False) -> Principal:
+    """Authentication for raw ASGI endpoints (wait, stream): the same rules as the REST API.
+
+    A bearer header wins; else ``?access_token=`` where allowed (for EventSource clients that
+    cannot set headers); else the dashboard session that Channels' auth middleware resolved.
+    """
+    from urllib.parse import parse_qsl
+
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    authorization = headers.get("authorization")
+    if authorization is not None:
+        scheme, _, credential = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not credential.strip():
+            raise InvalidKey("Use 'Authorization: Bearer <API key>'.")
+        return principal_for_key(credential.strip())
+    if allow_query_token:
+        query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
+        if query.get("access_token"):
+            return principal_for_key(query["access_token"])
+    user = scope.get("user")
+    if user is not None and user.is_authenticated:
+        session = scope.get("session")
+        workspace_id = session.get(SESSION_WORKSPACE_KEY) if session is not None else None
+        principal = principal_for_session(user, workspace_id)
+        if principal is None:
+            raise Forbidden("Your account is not a member of any workspace.")
+        return principal
+    raise Unauthorized()

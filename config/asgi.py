@@ -1,4 +1,8 @@
-"""ASGI entry point (daphne): Channels routes the streaming paths, Django serves the rest."""
+"""ASGI entry point (daphne): Channels routes the long-poll and SSE paths, Django serves the rest.
+
+The streaming paths are raw ASGI apps (``mail.realtime``) behind Channels' session and auth
+middleware, so dashboard sessions work there too.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,24 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app})
+from mail.realtime import stream_app, wait_app  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter(
+            [
+                re_path(
+                    r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/wait$", AuthMiddlewareStack(wait_app)
+                ),
+                re_path(
+                    r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/stream$", AuthMiddlewareStack(stream_app)
+                ),
+                re_path(r"", django_asgi_app),
+            ]
+        )
+    }
+)

@@ -1,4 +1,7 @@
-"""The Celery application; tasks live in each app's ``tasks.py`` and beat entries below."""
+"""The Celery application; tasks live in each app's ``tasks.py``, periodic ones are listed here.
+
+In embedded mode (no ``REDIS_URL``) ``manage.py serve`` runs the same schedule in-process.
+"""
 
 from __future__ import annotations
 
@@ -11,4 +14,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("pigeonhole")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-app.conf.beat_schedule = {}
+app.conf.beat_schedule = {
+    "expire-inboxes": {"task": "inboxes.expire_due", "schedule": 30.0},
+}

@@ -55,6 +55,8 @@ class Email(models.Model):
             models.Index(fields=["inbox", "-id"], name="email_inbox_list"),
             # GET /emails across a workspace, newest first.
             models.Index(fields=["workspace", "-id"], name="email_ws_list"),
+            # /stats: a workspace's mail of the last 24 hours.
+            models.Index(fields=["workspace", "received_at"], name="email_ws_received"),
             # ?since= and /wait: an inbox's mail received after a time.
             models.Index(fields=["inbox", "received_at"], name="email_inbox_received"),
             # ?unread=true: only unread rows are indexed.

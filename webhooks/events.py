@@ -1,5 +1,11 @@
 """The one emitter. ``emit()`` records an event in the current transaction and, once that commits,
-runs the registered after-commit hooks (wake-ups of waiters and streams, webhook fan-out).
+runs the after-commit hooks: the wake-up of waiters and streams (here) and, with webhooks, the
+fan-out to endpoints.
+
+Events of one inbox form a chain: each carries ``prev_id``, the id of the inbox's previous event.
+``emit()`` takes a per-inbox lock for the rest of the transaction, so an inbox's events commit in
+id order and a listener that holds event N can trust a wake-up whose ``prev_id`` is N without a
+query; any other wake-up makes it read the log. A lost wake-up delays an event, never loses it.
 
 Nothing else writes events. Callers pass ids and plain dicts, never domain models.
 """
@@ -7,10 +13,14 @@ Nothing else writes events. Callers pass ids and plain dicts, never domain model
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import connection, transaction
+from django.db.models import Max
 
 from webhooks.models import Event
 
@@ -42,11 +52,23 @@ def _run_hooks(event: Event) -> None:
             logger.exception("event hook %s failed for event %s", hook, event.pk)
 
 
+def _lock_inbox_chain(inbox_id: str) -> None:
+    # SQLite writers are serialised by the database already (IMMEDIATE transactions).
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(inbox_id.encode())])
+
+
 def emit(*, workspace_id: str, type: str, data: dict[str, Any], inbox_id: str = "") -> Event:
     """Records the event now; wakes listeners after the surrounding transaction commits."""
-    event = Event.objects.create(
-        workspace_id=workspace_id, inbox_id=inbox_id or "", type=type, data=data
-    )
+    with transaction.atomic():
+        prev_id = None
+        if inbox_id:
+            _lock_inbox_chain(inbox_id)
+            prev_id = Event.objects.filter(inbox_id=inbox_id).aggregate(m=Max("id"))["m"]
+        event = Event.objects.create(
+            workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data, prev_id=prev_id
+        )
     transaction.on_commit(lambda: _run_hooks(event))
     return event
 
@@ -55,3 +77,31 @@ def forget_inbox(inbox_id: str) -> int:
     """Drops the log of a deleted inbox (its mail is gone; so are the events describing it)."""
     deleted, _ = Event.objects.filter(inbox_id=inbox_id).delete()
     return deleted
+
+
+def inbox_group(inbox_id: str) -> str:
+    """The channel-layer group of an inbox's listeners."""
+    return f"inbox.{inbox_id}"
+
+
+def wake_message(event: Event) -> dict[str, Any]:
+    """What listeners receive: the event itself, so the common case needs no query."""
+    return {
+        "type": "event.wake",
+        "id": event.pk,
+        "prev_id": event.prev_id,
+        "event": event.type,
+        "inbox_id": event.inbox_id,
+        "at": int(event.created_at.timestamp() * 1000),
+        "data": event.data,
+    }
+
+
+@on_event
+def wake_listeners(event: Event) -> None:
+    """Publishes the event to its inbox's group on the channel layer (any web process)."""
+    if not event.inbox_id:
+        return
+    layer = get_channel_layer()
+    if layer is not None:
+        async_to_sync(layer.group_send)(inbox_group(event.inbox_id), wake_message(event))

@@ -17,6 +17,8 @@ class Event(models.Model):
     workspace_id = models.CharField(max_length=32)
     inbox_id = models.CharField(max_length=32, blank=True, default="")
     type = models.CharField(max_length=40)
+    # The previous event of the same inbox (see webhooks.events): listeners detect gaps with it.
+    prev_id = models.BigIntegerField(null=True, blank=True)
     data = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 

@@ -1,49 +1,65 @@
-"""Embedded mode in one process: daphne (HTTP) plus, on the same event loop, the SMTP front door
-and the periodic jobs. ``make run`` calls this; production uses the Procfile's processes instead.
+"""Embedded mode in one process: daphne (HTTP), and on the same event loop the SMTP front door
+and the periodic jobs of the Celery beat schedule. ``make run`` calls this; production runs the
+Procfile's processes instead.
 
-One process keeps the in-memory channel layer meaningful: a message received over SMTP wakes
-waiters and streams in the same loop that serves them.
+One process keeps the in-memory channel layer meaningful: mail received over SMTP wakes waiters
+and streams in the same loop that serves them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 logger = logging.getLogger(__name__)
 
-# Callables run once the HTTP listener is up, on daphne's event loop: each starts one embedded
-# service (SMTP, jobs). Apps add theirs in ``EMBEDDED_SERVICES`` below.
-EMBEDDED_SERVICES: list[str] = []
+
+async def _periodic(name: str, every: float) -> None:
+    from config.celery import app
+
+    task = app.tasks[name]
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await sync_to_async(task, thread_sensitive=False)()
+        except Exception:
+            logger.exception("periodic job %s failed", name)
 
 
 class Command(BaseCommand):
-    help = "Serve HTTP (and SMTP and background jobs) in one process, for embedded mode."
+    help = "Serve HTTP, SMTP and the periodic jobs in one process (embedded mode)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--smtp-host", default="127.0.0.1")
         parser.add_argument("--smtp-port", type=int, default=settings.SMTP_PORT)
 
     def handle(self, *args: Any, **options: Any) -> None:
         import daphne.server  # installs the asyncio reactor before anything imports twisted
-        from django.utils.module_loading import import_string
 
         from config.asgi import application
+        from config.celery import app
+        from mail.smtp import start_server
 
         loop = daphne.server.twisted_loop
-        starters: list[Callable[..., None]] = [import_string(p) for p in EMBEDDED_SERVICES]
+        background: list[asyncio.Task] = []
 
         def ready() -> None:
-            for start in starters:
-                start(loop=loop, options=options)
+            async def start_smtp() -> None:
+                await start_server(options["smtp_host"], options["smtp_port"])
+
+            background.append(loop.create_task(start_smtp()))
+            for entry in app.conf.beat_schedule.values():
+                background.append(loop.create_task(_periodic(entry["task"], entry["schedule"])))
             self.stdout.write(
-                f"Pigeonhole serving http://{options['host']}:{options['port']}/ "
-                f"(Ctrl-C stops everything)"
+                f"Pigeonhole: http://{options['host']}:{options['port']}/  "
+                f"smtp://{options['smtp_host']}:{options['smtp_port']}  (Ctrl-C stops everything)"
             )
 
         server = daphne.server.Server(

@@ -1,0 +1,72 @@
+"""Small helpers for raw ASGI endpoints (long-poll, SSE) that speak the API's conventions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from config.api.errors import ApiError, envelope
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+def header(scope: dict[str, Any], name: str) -> str | None:
+    wanted = name.lower().encode()
+    for key, value in scope.get("headers", []):
+        if key.lower() == wanted:
+            return value.decode("latin-1")
+    return None
+
+
+def query_params(scope: dict[str, Any]) -> dict[str, str]:
+    """The query string as a dict (the last value of a repeated name wins)."""
+    return dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
+
+
+async def send_json(
+    send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    payload = json.dumps(body, separators=(",", ":")).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"cache-control", b"no-store"),
+                *SECURITY_HEADERS,
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def send_error(send: Send, error: ApiError) -> None:
+    extra = [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+    if error.status == 401:
+        extra.append((b"www-authenticate", b'Bearer realm="pigeonhole"'))
+    await send_json(send, error.status, envelope(error.code, error.message, error.issues), extra)
+
+
+async def send_empty(send: Send, status: int) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": SECURITY_HEADERS})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    """Returns when the client goes away (the request body, if any, is drained first)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return

@@ -1,0 +1,908 @@
+"""Table-driven tests for ``mail.extraction`` over a corpus of realistic messages.
+
+Every corpus entry states the complete expected result: ``codes`` (``code`` is their first),
+``link``, and either the full ``links`` list as (url, text, kind) or the kinds of the links in
+order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mail.extraction import AFTER_WINDOW, BEFORE_WINDOW, extract
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    subject: str
+    text: str = ""
+    html: str = ""
+    list_unsubscribe: str = ""
+    codes: tuple[str, ...] = ()
+    link: str | None = None
+    kinds: tuple[str, ...] = ()  # kinds of all links, in order (when ``links`` is not given)
+    links: tuple[tuple[str, str, str], ...] | None = None  # full (url, text, kind) list
+
+
+def _page(body: str, title: str = "Acme") -> str:
+    """A typical transactional e-mail shell: head with title/style, centred 600px table."""
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>{title}</title><style>.code{{font-size:32px}} td{{padding:0}}</style>"
+        "</head><body style='margin:0'><!--[if mso]><table><tr><td><![endif]-->"
+        "<table role='presentation' width='100%' cellpadding='0' cellspacing='0'>"
+        f"<tr><td align='center'><table width='600'>{body}</table></td></tr></table>"
+        "<!--[if mso]></td></tr></table><![endif]--></body></html>"
+    )
+
+
+CORPUS: list[Message] = [
+    # ---------------------------------------------------------------- verification codes (en)
+    Message(
+        id="github-device-verification",
+        subject="[GitHub] Please verify your device",
+        text=(
+            "Hey octocat!\n\n"
+            "A sign in attempt requires further verification because we did not recognize your "
+            "device. To complete the sign in, enter the verification code on the unrecognized "
+            "device.\n\n"
+            "Device: Chrome on macOS\n"
+            "Verification code: 482913\n\n"
+            "If you did not attempt to sign in to your account, your password may be "
+            "compromised. Visit https://github.com/settings/security to create a new, strong "
+            "password for your GitHub account.\n\n"
+            "Thanks,\nThe GitHub Team\n"
+        ),
+        codes=("482913",),
+        link="https://github.com/settings/security",
+        links=(("https://github.com/settings/security", "", "other"),),
+    ),
+    Message(
+        id="slack-code-in-subject-with-dash",
+        subject="Slack confirmation code: 123-456",
+        html=_page(
+            "<tr><td><h1>Confirm your email address</h1></td></tr>"
+            "<tr><td>Your confirmation code is below — enter it in your open browser window "
+            "and we'll help you get signed in.</td></tr>"
+            "<tr><td class='code' style='background:#f5f4f5;font-size:30px'>123-456</td></tr>"
+            "<tr><td>If you didn't request this email, there's nothing to worry about — you "
+            "can safely ignore it.</td></tr>"
+        ),
+        codes=("123-456",),
+    ),
+    Message(
+        id="google-prefixed-code-before-keyword",
+        subject="G-482913 is your Google verification code",
+        text="G-482913 is your Google verification code.\n\nDon't share it with anyone.",
+        codes=("G-482913",),
+    ),
+    Message(
+        id="instagram-code-on-its-own-line",
+        subject="482913 is your Instagram code",
+        text=(
+            "Hi jane_doe,\n\n"
+            "Someone tried to log in to your Instagram account. If this was you, please use "
+            "the following code to confirm your identity:\n\n"
+            "482913\n\n"
+            "If this wasn't you, please reset your password:\n"
+            "https://instagram.com/accounts/password/reset/?uidb36=3ab&token=5x-7d2f\n"
+        ),
+        codes=("482913",),
+        link="https://instagram.com/accounts/password/reset/?uidb36=3ab&token=5x-7d2f",
+        kinds=("reset",),
+    ),
+    Message(
+        id="html-table-code-with-footer-noise",
+        subject="Your Acme verification code",
+        html=_page(
+            "<tr><td><img src='https://cdn.acme.com/logo.png' alt='Acme' width='120'></td></tr>"
+            "<tr><td><p>Hi Jane,</p><p>Use the verification code below to finish signing "
+            "in.</p></td></tr>"
+            "<tr><td><table><tr><td style='letter-spacing:8px'><strong>839201</strong></td>"
+            "</tr></table></td></tr>"
+            "<tr><td>This code expires in 10 minutes.</td></tr>"
+            "<tr><td style='color:#999;font-size:12px'>&copy; 2024 Acme Inc. · 123 Main "
+            "Street, Springfield, IL 62704 · <a href='https://acme.com/privacy'>Privacy</a>"
+            "</td></tr>"
+        ),
+        codes=("839201",),
+        link="https://acme.com/privacy",
+        links=(("https://acme.com/privacy", "Privacy", "other"),),
+    ),
+    Message(
+        id="code-with-inner-space",
+        subject="Your login code",
+        text="Your Acme login code is 482 913\n\nIt is valid for 15 minutes.",
+        codes=("482913",),
+    ),
+    Message(
+        id="alphanumeric-passcode",
+        subject="Your one-time passcode",
+        text=(
+            "Use passcode K7Q2XZ to finish signing in to Acme Bank. It expires at 10:45 AM "
+            "(UTC+2) on 05/06/2024."
+        ),
+        codes=("K7Q2XZ",),
+    ),
+    Message(
+        id="alphanumeric-code-with-dash",
+        subject="Security code",
+        text="Your security code is K7Q-29X. Enter it on the sign-in page.",
+        codes=("K7Q-29X",),
+    ),
+    Message(
+        id="eight-digits-in-two-groups",
+        subject="Microsoft account security code",
+        text=(
+            "Please use the following security code for the Microsoft account ja***@example.com."
+            "\n\nSecurity code: 4821 5637\n\nIf you don't recognize the Microsoft account "
+            "ja***@example.com, you can click https://account.live.com/dp?ft=Ac8 to remove "
+            "your email address from that account.\n\nThanks,\nThe Microsoft account team"
+        ),
+        codes=("48215637",),
+        link="https://account.live.com/dp?ft=Ac8",
+        kinds=("other",),
+    ),
+    Message(
+        id="pin-in-capitals-only",
+        subject="Your new card is on its way",
+        text=(
+            "Pin this message so you can find it later.\n"
+            "Your PIN is 4821. Never share it with anyone, including our staff.\n"
+            "Card ending in 9921 arrives in 3-5 business days."
+        ),
+        codes=("4821",),
+    ),
+    Message(
+        id="bank-otp-sms-style",
+        subject="Transaction OTP",
+        text=(
+            "OTP for your transaction of INR 2,500.00 at ACME STORE is 739104. Valid for "
+            "5 mins. Do not share it with anyone. Call 1800-425-3800 if not initiated by you."
+        ),
+        codes=("739104",),
+    ),
+    Message(
+        id="year-directly-after-keyword-is-a-code",
+        subject="Door access",
+        text="Your building door PIN: 2019\nValid from May 5, 2024 until June 30, 2024.",
+        codes=("2019",),
+    ),
+    Message(
+        id="old-code-year-then-new-code",
+        subject="Your code has changed",
+        text="Your access code from 2023 has expired. Your new access code is 5821.",
+        codes=("5821",),
+    ),
+    Message(
+        id="subject-and-body-codes-in-reading-order",
+        subject="739104 is your Acme code",
+        text=(
+            "Your Acme code is 739104.\n\n"
+            "Lost your phone? Keep this backup code somewhere safe: 5821-4930"
+        ),
+        codes=("739104", "5821-4930"),
+    ),
+    Message(
+        id="two-factor-code",
+        subject="2FA",
+        text="Your 2FA code: 8261. It expires in 30 seconds.",
+        codes=("8261",),
+    ),
+    Message(
+        id="code-on-own-line-announced-only-by-subject",
+        subject="Your Acme verification code",
+        html=_page(
+            "<tr><td><div>Hi Jane,</div>"
+            "<div style='font-size:28px;font-weight:bold'>739155</div>"
+            "<div>It expires in 10 minutes. Didn't ask for it? Ignore this email.</div>"
+            "</td></tr>"
+        ),
+        codes=("739155",),
+    ),
+    Message(
+        id="text-and-html-same-code-deduplicated",
+        subject="Verify your email",
+        text=(
+            "Your verification code is 204816.\n\n"
+            "Or open https://acme.com/verify?code=204816&u=88 to verify your email."
+        ),
+        html=_page(
+            "<tr><td>Your verification code is</td></tr>"
+            "<tr><td class='code'>204816</td></tr>"
+            "<tr><td><a href='https://acme.com/verify?code=204816&amp;u=88'>Verify email</a>"
+            "</td></tr>"
+        ),
+        codes=("204816",),
+        link="https://acme.com/verify?code=204816&u=88",
+        links=(("https://acme.com/verify?code=204816&u=88", "Verify email", "verify"),),
+    ),
+    Message(
+        id="digits-in-urls-and-addresses-ignored",
+        subject="Finish signing in",
+        text=(
+            "Click https://acme.com/auth?code=839201&user=48213 or enter code 583920.\n"
+            "Questions? Write to code-help@acme.com or visit www.acme.com/code/771203."
+        ),
+        codes=("583920",),
+        link="https://acme.com/auth?code=839201&user=48213",
+        kinds=("other",),
+    ),
+    Message(
+        id="script-style-comments-are-not-text",
+        subject="Your verification code",
+        html=(
+            "<html><head><title>Code 111111</title><style>/* code 222222 */ .code{}</style>"
+            "<script>var code = '333333';</script></head><body>"
+            "<!-- verification code 444444 -->"
+            "<p>Your verification code is <b>555 666</b>.</p></body></html>"
+        ),
+        codes=("555666",),
+    ),
+    # ---------------------------------------------------------------- things that are not codes
+    Message(
+        id="newsletter-years-prices-promo",
+        subject="Spring Sale: 20% off everything",
+        html=_page(
+            "<tr><td><h1>The 2024 Spring Collection is here</h1></td></tr>"
+            "<tr><td><p>Our best-selling jacket is now $1299 (was $1599). Save 20% with code "
+            "SPRING2024 at checkout — valid until May 31, 2024.</p>"
+            "<p>Free shipping on orders over 5000 JPY. Use promo code WELCOME10 on your first "
+            "order.</p>"
+            "<p><a href='https://shop.acme.com/spring?utm_source=newsletter'>Shop now</a></p>"
+            "</td></tr>"
+            "<tr><td>&copy; 2024 Acme Inc. All rights reserved. Read our "
+            "<a href='https://acme.com/code-of-conduct'>Code of Conduct</a>. "
+            "<a href='https://acme.com/unsubscribe?u=9f3a'>Unsubscribe</a></td></tr>"
+        ),
+        list_unsubscribe="<mailto:unsubscribe@acme.com?subject=unsubscribe>, "
+        "<https://acme.com/unsubscribe?u=9f3a>",
+        codes=(),
+        link="https://shop.acme.com/spring?utm_source=newsletter",
+        links=(
+            ("https://shop.acme.com/spring?utm_source=newsletter", "Shop now", "other"),
+            ("https://acme.com/code-of-conduct", "Code of Conduct", "other"),
+            ("https://acme.com/unsubscribe?u=9f3a", "Unsubscribe", "unsubscribe"),
+        ),
+    ),
+    Message(
+        id="order-shipping-tracking-phone",
+        subject="Your order #48213 has shipped",
+        text=(
+            "Good news! Your order is on its way.\n\n"
+            "Order code: 48213907\n"
+            "Tracking code: 4829 1375\n"
+            "Estimated delivery: Tuesday, 14 May 2024\n"
+            "Track your package: https://track.acme.com/t/1Z999AA10123456784\n\n"
+            "Use code THANKS15 for 15% off your next order.\n"
+            "Questions? Call 1-800-555-0199 (Mon-Fri 9:00-17:00)."
+        ),
+        codes=(),
+        link="https://track.acme.com/t/1Z999AA10123456784",
+        kinds=("other",),
+    ),
+    Message(
+        id="invoice-and-payment-reference",
+        subject="Invoice INV-2024-0042 from Acme",
+        text=(
+            "Invoice number: 20240117\n"
+            "Payment reference code: 55512345\n"
+            "Amount due: EUR 1,234.50 by 31.01.2024\n"
+            "Please verify the invoice details. Invoice INV-88231 replaces INV-88230."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="tracking-and-account-numbers-near-verify",
+        subject="Please verify your delivery address",
+        text=(
+            "Please verify your address. Tracking number: 48291375\n"
+            "To verify account 48213907 enter code 583920 on the delivery page."
+        ),
+        codes=("583920",),
+    ),
+    Message(
+        id="phone-numbers-near-keyword",
+        subject="Verify your identity",
+        text=(
+            "To verify your identity, call us at +1 (555) 123-4567 or 0800 123 456. "
+            "Your verification code is 739104."
+        ),
+        codes=("739104",),
+    ),
+    Message(
+        id="postal-codes-near-keyword",
+        subject="Address verification",
+        text=(
+            "Verification of your address failed for CA 94043.\n"
+            "Verification also failed for W1D 3QF, London and K1A 0B1, Ottawa.\n"
+            "Verification pending: D-10115 Berlin.\n"
+            "Verification address: 1600 Amphitheatre Parkway."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="dates-times-ip-addresses",
+        subject="New sign-in",
+        text=(
+            "Your verification code was requested on 2024-05-01 at 10:45 from 192.168.1.24. "
+            "Code: 583920"
+        ),
+        codes=("583920",),
+    ),
+    Message(
+        id="version-and-build-numbers",
+        subject="Acme Desktop 3.2.1 released",
+        text=(
+            "Version 3.2.1 (build 48213) fixes the sign-in code bug.\n"
+            "Release notes: https://acme.com/releases/3.2.1"
+        ),
+        codes=(),
+        link="https://acme.com/releases/3.2.1",
+        kinds=("other",),
+    ),
+    Message(
+        id="error-codes",
+        subject="Sign-in problem",
+        text=(
+            "Sign-in failed with error code 0x80070005 (code 5003).\n"
+            "Error code: 48213. Fehlercode 4821.\n"
+            "Please contact support."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="copyright-footer-after-keyword",
+        subject="Enter the code in the app",
+        text="Enter the code in the app.\n© 2024 Acme Inc. All rights reserved.",
+        codes=(),
+    ),
+    Message(
+        id="booking-and-flight-numbers",
+        subject="Your booking is confirmed",
+        text=(
+            "Your booking code is K7Q2XZ. Check-in opens 24 hours before departure.\n"
+            "Flight LH 4821 from FRA to JFK, seat 32A. Reservation code: XK9P2M."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="card-ending-in",
+        subject="Confirm your payment",
+        text=("Verify the payment with the card ending in 4242. Your verification code is 739104."),
+        codes=("739104",),
+    ),
+    Message(
+        id="qr-source-zip-codes",
+        subject="Developer newsletter: code review tips",
+        text=(
+            "Scan the QR code 4829 1375 at the venue. The source code 2024 release is out. "
+            "Enter your zip code 94105 for local events. Code review 4821 is merged."
+        ),
+        codes=(),
+    ),
+    # ---------------------------------------------------------------- other languages
+    Message(
+        id="german-bestaetigungscode",
+        subject="Ihr Bestätigungscode für Acme",
+        text=(
+            "Hallo Max,\n\n"
+            "Ihr Bestätigungscode lautet: 739201\n\n"
+            "Der Code ist 15 Minuten gültig. Ihre Bestellnummer 4455667 bleibt unverändert.\n\n"
+            "Acme GmbH · Hauptstraße 5 · D-10115 Berlin · Tel. +49 30 1234567"
+        ),
+        codes=("739201",),
+    ),
+    Message(
+        id="german-links",
+        subject="Passwort zurücksetzen",
+        html=_page(
+            "<tr><td><a href='https://acme.de/konto/anmelden'>Anmelden</a></td></tr>"
+            "<tr><td><a href='https://acme.de/p/neu?t=7f'>Passwort zurücksetzen</a></td></tr>"
+            "<tr><td><a href='https://acme.de/e?t=1'>E-Mail-Adresse bestätigen</a></td></tr>"
+            "<tr><td><a href='https://acme.de/nl?id=3'>Newsletter abbestellen</a></td></tr>"
+        ),
+        codes=(),
+        link="https://acme.de/p/neu?t=7f",
+        kinds=("login", "reset", "verify", "unsubscribe"),
+    ),
+    Message(
+        id="french-code-and-promo",
+        subject="Votre code de vérification",
+        text=(
+            "Bonjour,\n\nVotre code de vérification est : 583 920.\n"
+            "Ce code expire dans 10 minutes.\n\n"
+            "Code promo : ETE24 — 15 % de réduction sur votre prochaine commande."
+        ),
+        codes=("583920",),
+    ),
+    Message(
+        id="spanish-codigo",
+        subject="Código de verificación",
+        text=(
+            "Tu código de verificación es 482913.\n"
+            "Tu pedido 12345678 llegará el 5 de mayo de 2024.\n"
+            "Código promocional VERANO24 y código postal 28013 no son códigos de acceso."
+        ),
+        codes=("482913",),
+    ),
+    Message(
+        id="portuguese-codigo",
+        subject="Seu código de verificação",
+        html=_page(
+            "<tr><td><p>Olá, Ana!</p><p>Seu código de verificação é <b>739104</b>.</p>"
+            "<p>Não compartilhe este código. Pedido nº 48213907.</p>"
+            "<p><a href='https://loja.acme.com.br/entrar'>Entrar</a> · "
+            "<a href='https://loja.acme.com.br/descadastrar?e=1'>Descadastrar</a></p>"
+            "</td></tr>"
+        ),
+        codes=("739104",),
+        link="https://loja.acme.com.br/entrar",
+        kinds=("login", "unsubscribe"),
+    ),
+    Message(
+        id="japanese-full-width-code",
+        subject="【Acme】認証コードのお知らせ",
+        text=(
+            "Acme をご利用いただきありがとうございます。\n"
+            "認証コード：８３９２０１\n"
+            "このコードの有効期限は10分です。\n"
+            "ご注文番号：20240501123"
+        ),
+        html=_page(
+            "<tr><td>認証コード：<b>８３９２０１</b></td></tr>"
+            "<tr><td><a href='https://acme.jp/login'>ログイン</a> "
+            "<a href='https://acme.jp/mail/stop'>配信停止</a></td></tr>"
+        ),
+        codes=("839201",),
+        link="https://acme.jp/login",
+        kinds=("login", "unsubscribe"),
+    ),
+    Message(
+        id="chinese-simplified-no-spaces",
+        subject="验证码通知",
+        text="【Acme】您的验证码是123456，5分钟内有效。请勿泄露给他人。订单号：202405018",
+        codes=("123456",),
+    ),
+    Message(
+        id="chinese-traditional",
+        subject="Acme 驗證碼",
+        text="您的驗證碼為 654321，請於10分鐘內輸入。",
+        codes=("654321",),
+    ),
+    Message(
+        id="korean-inje-beonho",
+        subject="[Acme] 인증번호 안내",
+        text="[Web발신]\n[Acme] 인증번호 [583920]를 입력해주세요. 주문번호 48213907",
+        codes=("583920",),
+    ),
+    Message(
+        id="korean-verification-link",
+        subject="이메일 인증",
+        html=_page(
+            "<tr><td><a href='https://acme.kr/auth/email?t=9'>이메일 인증하기</a></td></tr>"
+            "<tr><td><a href='https://acme.kr/login'>로그인</a></td></tr>"
+            "<tr><td><a href='https://acme.kr/unsub'>수신거부</a></td></tr>"
+        ),
+        codes=(),
+        link="https://acme.kr/auth/email?t=9",
+        kinds=("verify", "login", "unsubscribe"),
+    ),
+    Message(
+        id="russian-kod-podtverzhdeniya",
+        subject="Код подтверждения",
+        text=(
+            "Ваш код подтверждения: 582013. Никому не сообщайте этот код. "
+            "Заказ № 48213907 от 5 мая 2024 г."
+        ),
+        codes=("582013",),
+    ),
+    # ---------------------------------------------------------------- links
+    Message(
+        id="magic-link",
+        subject="Your magic link for Acme",
+        html=_page(
+            "<tr><td><p>Click the button below to sign in. This link expires in 15 minutes."
+            "</p></td></tr>"
+            "<tr><td><a href='https://app.acme.io/auth/magic?token=Zx81&amp;email=jane%40"
+            "example.com' style='background:#000;color:#fff'>Sign in to Acme</a></td></tr>"
+            "<tr><td>Or copy this URL: https://app.acme.io/auth/magic?token=Zx81&amp;email=jane"
+            "%40example.com</td></tr>"
+        ),
+        codes=(),
+        link="https://app.acme.io/auth/magic?token=Zx81&email=jane%40example.com",
+        links=(
+            (
+                "https://app.acme.io/auth/magic?token=Zx81&email=jane%40example.com",
+                "Sign in to Acme",
+                "login",
+            ),
+        ),
+    ),
+    Message(
+        id="reset-subject-beats-login-link",
+        subject="Reset your password",
+        html=_page(
+            "<tr><td><a href='https://acme.com/login'>Log in</a></td></tr>"
+            "<tr><td><p>We received a request to reset the password for your account.</p>"
+            "<a href='https://acme.com/password/reset?token=Qk2'>Reset password</a></td></tr>"
+            "<tr><td><img src='https://t.acme.com/open.gif?id=77' width='1' height='1' alt=''>"
+            "</td></tr>"
+        ),
+        codes=(),
+        link="https://acme.com/password/reset?token=Qk2",
+        links=(
+            ("https://acme.com/login", "Log in", "login"),
+            ("https://acme.com/password/reset?token=Qk2", "Reset password", "reset"),
+        ),
+    ),
+    Message(
+        id="login-subject-beats-reset-link",
+        subject="Sign in to your Acme account",
+        html=_page(
+            "<tr><td><a href='https://acme.com/forgot'>Forgot your password?</a></td></tr>"
+            "<tr><td><a href='https://acme.com/signin?e=jane'>Sign in</a></td></tr>"
+        ),
+        codes=(),
+        link="https://acme.com/signin?e=jane",
+        kinds=("reset", "login"),
+    ),
+    Message(
+        id="default-order-prefers-verify",
+        subject="Welcome to Acme!",
+        html=_page(
+            "<tr><td><a href='https://acme.com/'><img src='https://cdn.acme.com/logo.png' "
+            "alt='Acme'></a></td></tr>"
+            "<tr><td><a href='https://acme.com/login'>Log in</a></td></tr>"
+            "<tr><td><a href='https://acme.com/activate?k=55'>Activate your account</a></td></tr>"
+        ),
+        codes=(),
+        link="https://acme.com/activate?k=55",
+        links=(
+            ("https://acme.com/", "Acme", "other"),
+            ("https://acme.com/login", "Log in", "login"),
+            ("https://acme.com/activate?k=55", "Activate your account", "verify"),
+        ),
+    ),
+    Message(
+        id="security-alert-subject-names-login",
+        subject="New sign-in to your account",
+        html=_page(
+            "<tr><td><a href='https://acme.com/security/activity'>Review activity</a></td></tr>"
+            "<tr><td><a href='https://acme.com/account/recover'>Secure your account</a></td></tr>"
+            "<tr><td><a href='https://acme.com/login'>Sign in</a></td></tr>"
+        ),
+        codes=(),
+        link="https://acme.com/login",
+        kinds=("other", "reset", "login"),
+    ),
+    Message(
+        id="anchor-text-precedence-over-url",
+        subject="Account help",
+        html=_page(
+            "<tr><td><a href='https://acme.com/login?next=/settings'>Sign in to reset your "
+            "password</a></td></tr>"
+            "<tr><td><a href='https://acme.com/unsubscribe'>Log in to manage preferences</a>"
+            "</td></tr>"
+        ),
+        codes=(),
+        link="https://acme.com/login?next=/settings",
+        kinds=("reset", "unsubscribe"),
+    ),
+    Message(
+        id="url-words-decide-when-anchor-text-is-generic",
+        subject="Action needed",
+        html=_page(
+            "<tr><td><a href='https://acme.com/verifyx/1'>Click here</a></td></tr>"
+            "<tr><td><a href='https://acme.com/verify-email?token=ab12'>Click here</a></td></tr>"
+            "<tr><td><a href='https://acme.com/user/confirmEmail?id=4'>here</a></td></tr>"
+            "<tr><td><a href='https://click.mail.acme.com/ls/click?upn=https%3A%2F%2Facme.com"
+            "%2Fpassword%2Freset%3Ft%3D9'>this link</a></td></tr>"
+        ),
+        codes=(),
+        link="https://acme.com/verify-email?token=ab12",
+        links=(
+            ("https://acme.com/verifyx/1", "Click here", "other"),
+            ("https://acme.com/verify-email?token=ab12", "Click here", "verify"),
+            ("https://acme.com/user/confirmEmail?id=4", "here", "verify"),
+            (
+                "https://click.mail.acme.com/ls/click?upn=https%3A%2F%2Facme.com%2Fpassword"
+                "%2Freset%3Ft%3D9",
+                "this link",
+                "reset",
+            ),
+        ),
+    ),
+    Message(
+        id="list-unsubscribe-added-at-end",
+        subject="This week at Acme",
+        html=_page(
+            "<tr><td><a href='https://blog.acme.com/posts/42'>Read the full story</a></td></tr>"
+            "<tr><td><a href='https://acme.com/prefs?u=1'>Manage preferences</a></td></tr>"
+        ),
+        list_unsubscribe="<mailto:leave-42@lists.acme.com>, <https://lists.acme.com/u/42?sig=8a>",
+        codes=(),
+        link="https://blog.acme.com/posts/42",
+        links=(
+            ("https://blog.acme.com/posts/42", "Read the full story", "other"),
+            ("https://acme.com/prefs?u=1", "Manage preferences", "unsubscribe"),
+            ("https://lists.acme.com/u/42?sig=8a", "", "unsubscribe"),
+        ),
+    ),
+    Message(
+        id="list-unsubscribe-url-already-in-body",
+        subject="Weekly digest",
+        html=_page(
+            "<tr><td><a href='https://lists.acme.com/u/42?sig=8a'>Click here</a> if you no "
+            "longer want these e-mails.</td></tr>"
+        ),
+        list_unsubscribe="<https://lists.acme.com/u/42?sig=8a>,<mailto:leave@acme.com>",
+        codes=(),
+        link=None,
+        links=(("https://lists.acme.com/u/42?sig=8a", "Click here", "unsubscribe"),),
+    ),
+    Message(
+        id="only-unsubscribe-links-means-no-primary-link",
+        subject="You're subscribed",
+        text="Thanks for subscribing! Opt out any time: https://acme.com/opt-out?u=5",
+        list_unsubscribe="<https://acme.com/opt-out?u=5>",
+        codes=(),
+        link=None,
+        links=(("https://acme.com/opt-out?u=5", "", "unsubscribe"),),
+    ),
+    Message(
+        id="tracking-pixels-mailto-tel-duplicates",
+        subject="Your receipt",
+        html=_page(
+            "<tr><td><a href='https://acme.com/?utm=logo'><img src='https://cdn.acme.com/l.png'"
+            " alt='Acme Store'></a></td></tr>"
+            "<tr><td><a href='mailto:support@acme.com'>Email support</a> or "
+            "<a href='tel:+15551234567'>call us</a>.</td></tr>"
+            "<tr><td><a href='https://acme.com/?utm=logo'>Visit Acme</a> · "
+            "<a href='https://acme.com/receipts/77'>View receipt</a> · "
+            "<a href='javascript:void(0)'>Print</a> · <a href='#top'>Top</a></td></tr>"
+            "<tr><td><img src='https://t.acme.com/o.gif?r=77' width='1' height='1'></td></tr>"
+        ),
+        text=(
+            "View receipt: https://acme.com/receipts/77\n"
+            "Visit us at https://acme.com/?utm=logo.\n"
+            "Help centre (https://help.acme.com/receipts) or <https://acme.com/contact>."
+        ),
+        codes=(),
+        link="https://acme.com/?utm=logo",
+        links=(
+            ("https://acme.com/?utm=logo", "Acme Store", "other"),
+            ("https://acme.com/receipts/77", "View receipt", "other"),
+            ("https://help.acme.com/receipts", "", "other"),
+            ("https://acme.com/contact", "", "other"),
+        ),
+    ),
+    Message(
+        id="entities-in-href-kept-as-written",
+        subject="Verify your email address",
+        html=(
+            '<p><A HREF="  https://acme.com/v?a=1&amp;b=2&copy=3&#38;c=4  ">Verify &amp; '
+            "continue</A></p>"
+        ),
+        codes=(),
+        link="https://acme.com/v?a=1&b=2&copy=3&c=4",
+        links=(("https://acme.com/v?a=1&b=2&copy=3&c=4", "Verify & continue", "verify"),),
+    ),
+    Message(
+        id="text-body-only-links",
+        subject="Confirm your subscription",
+        text=(
+            "Please confirm your subscription:\n"
+            "https://lists.acme.com/confirm?id=77.\n\n"
+            "(Not you? Ignore this e-mail or see https://acme.com/help/why-am-i-getting-this)"
+        ),
+        codes=(),
+        link="https://lists.acme.com/confirm?id=77",
+        links=(
+            ("https://lists.acme.com/confirm?id=77", "", "verify"),
+            ("https://acme.com/help/why-am-i-getting-this", "", "other"),
+        ),
+    ),
+    Message(
+        id="html-fallback-when-text-is-blank",
+        subject="Your sign-in code",
+        text="   \n  ",
+        html="<div>Your sign-in code: <span style='font-weight:bold'>G7R-4Q2</span></div>",
+        codes=("G7R-4Q2",),
+    ),
+]
+
+
+@pytest.mark.parametrize("message", CORPUS, ids=lambda m: m.id)
+def test_corpus(message: Message) -> None:
+    result = extract(
+        subject=message.subject,
+        text=message.text,
+        html=message.html,
+        list_unsubscribe=message.list_unsubscribe,
+    )
+    assert result["codes"] == list(message.codes)
+    assert result["code"] == (message.codes[0] if message.codes else None)
+    assert result["link"] == message.link
+    if message.links is not None:
+        expected = [{"url": u, "text": t, "kind": k} for u, t, k in message.links]
+        assert result["links"] == expected
+    else:
+        assert [link["kind"] for link in result["links"]] == list(message.kinds)
+    assert set(result) == {"code", "link", "codes", "links"}
+
+
+def test_corpus_is_large_and_ids_are_unique() -> None:
+    assert len(CORPUS) >= 40
+    assert len({m.id for m in CORPUS}) == len(CORPUS)
+
+
+# ------------------------------------------------------------------------------------- windows
+
+
+@pytest.mark.parametrize(
+    ("offset", "found"), [(1, True), (AFTER_WINDOW, True), (AFTER_WINDOW + 1, False)]
+)
+def test_after_window(offset: int, found: bool) -> None:
+    filler = " " + "x" * (offset - len("  is ")) + " is " if offset > 1 else " "
+    assert len(filler) == offset  # the code starts ``offset`` characters after "code"
+    result = extract(subject="", text=f"Your code{filler}482913", html="")
+    assert result["codes"] == (["482913"] if found else [])
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("482913 is your Acme code", ["482913"]),
+        ("482913 " + "y" * (BEFORE_WINDOW + 1) + " code", []),
+        ("Ref 482913 in the letter. See the code", []),  # other sentence
+        ("482913\nYour code is above", []),  # other line
+    ],
+)
+def test_before_window(text: str, codes: list[str]) -> None:
+    assert extract(subject="", text=text, html="")["codes"] == codes
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("Your code is 4821", ["4821"]),
+        ("Your code is 48213377", ["48213377"]),
+        ("Your code is 482", []),
+        ("Your code is 482133771", []),
+        ("Your code is K7Q2X", ["K7Q2X"]),
+        ("Your code is K7Q2XZ9A1B", ["K7Q2XZ9A1B"]),
+        ("Your code is K7Q2XZ9A1B2", []),
+        ("Your code is ABCDEF", []),
+        ("Your code is k7q2xz", []),
+        ("Your code is 123-456", ["123-456"]),
+        ("Your code is 1234-5678", ["1234-5678"]),
+        ("Your code is 555-1234", []),
+        ("Your code is 482 913", ["482913"]),
+        ("Your code is 482913 OK", ["482913"]),
+        ("Your code is ABC 482913", ["482913"]),
+        ("Your code is G-482913", ["G-482913"]),
+        ("Your code is 482913%", []),
+        ("Your code is $4829", []),
+        ("Your code is #482913", []),
+        ("Your code is 4829.13", []),
+        ("Your code is 482,913", []),
+        ("Your code is 48-29-13", []),
+        ("Use code SAVE20 today", []),
+        ("Use code 20OFF today", []),
+        ("Use code GIFT-4821 today", []),
+        ("Your code is INV-48213", []),
+    ],
+)
+def test_candidate_shapes(text: str, codes: list[str]) -> None:
+    assert extract(subject="", text=text, html="")["codes"] == codes
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Your zipcode 94105",
+        "decoded 482913 bytes",
+        "Barcode 48213907",
+        "Use the pincode 4821",
+        "Tan 4821 is a colour",
+    ],
+)
+def test_keywords_are_whole_words(text: str) -> None:
+    assert extract(subject="", text=text, html="")["codes"] == []
+
+
+# ------------------------------------------------------------------------------------- contract
+
+
+def test_never_raises_on_malformed_html() -> None:
+    samples = [
+        "<a href='https://x.com'>unclosed",
+        "<a href=https://x.com/a><a href=https://x.com/b>nested</a></a>",
+        "<!-- unterminated comment code 123456",
+        "<script>unterminated code 123456",
+        "<<<>>><a <b <c href='",
+        "<![CDATA[ code 482913 ]]> <?xml?> <!DOCTYPE x>",
+        "&#0; &#xFFFFFFFF; &#55296; &bogus; &amp",
+        "<head><title>x",
+        "\x00\x01\x02\x03\x04 code 482913",
+        "<a href='https://x.com/\ud800'>\ud800</a>",
+    ]
+    for html in samples:
+        result = extract(subject=html, text=html, html=html, list_unsubscribe=html)
+        assert isinstance(result["codes"], list)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    subject=st.text(max_size=80),
+    text=st.text(max_size=400),
+    html=st.text(
+        alphabet=st.sampled_from(list("<>/a =\"'&#;x0123456789ABCcode-: \n验证码")), max_size=400
+    ),
+    list_unsubscribe=st.text(max_size=60),
+)
+def test_never_raises_and_is_deterministic(
+    subject: str, text: str, html: str, list_unsubscribe: str
+) -> None:
+    first = extract(subject=subject, text=text, html=html, list_unsubscribe=list_unsubscribe)
+    second = extract(subject=subject, text=text, html=html, list_unsubscribe=list_unsubscribe)
+    assert first == second
+    assert first["code"] == (first["codes"][0] if first["codes"] else None)
+    assert len(set(first["codes"])) == len(first["codes"])
+    urls = [link["url"] for link in first["links"]]
+    assert len(set(urls)) == len(urls)
+    assert all(u.lower().startswith(("http://", "https://")) for u in urls)
+    assert first["link"] is None or first["link"] in urls
+    assert all(
+        link["kind"] in {"verify", "login", "reset", "unsubscribe", "other"}
+        for link in first["links"]
+    )
+
+
+def _newsletter(size: int) -> str:
+    block = (
+        '<table width="100%" style="border-collapse:collapse;mso-table-lspace:0pt"><tr>'
+        '<td valign="top" style="padding:9px 18px;color:#202020;font-family:Helvetica;'
+        'font-size:16px;line-height:150%;text-align:left">'
+        '<h2 style="margin:0">Our 2024 collection</h2><p style="margin:10px 0">Free shipping on '
+        "orders over $50. Use code SPRING24 for 20% off, call 1-800-555-0199 or reply to this "
+        'email. Your verification code is not needed here.</p><a href="https://click.acme.com/'
+        'ls/click?upn=u001.abcdef&amp;utm_source=news" style="color:#007C89">Read more</a>'
+        '<img src="https://cdn.acme.com/i.jpg" alt="" width="564"></td></tr></table>\n'
+    )
+    body = block * (size // len(block) + 1)
+    return f"<html><head><style>p{{margin:0}}</style></head><body>{body}</body></html>"[:size]
+
+
+def test_a_100_kb_newsletter_is_handled() -> None:
+    # Speed is measured by `make bench` (tests/benchmarks), never asserted here.
+    html = _newsletter(100_000)
+    result = extract(subject="Your code", text="", html=html)
+    assert result["codes"] == []
+    assert all(link["url"].startswith("https://") for link in result["links"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<a " * 20_000,
+        "<!--" * 20_000,
+        "code " * 20_000,
+        "1" * 100_000,
+        "A1-" * 30_000,
+        "验证码" * 30_000,
+        "https://" * 10_000,
+        "a@" * 40_000,
+    ],
+)
+def test_pathological_inputs_are_handled(body: str) -> None:
+    # These once were quadratic traps; `make bench` times them. Here: no error, sane output.
+    result = extract(subject="code", text=body, html=body)
+    assert result == extract(subject="code", text=body, html=body)
+    assert len(result["codes"]) <= 400
