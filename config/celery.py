@@ -16,4 +16,5 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "expire-inboxes": {"task": "inboxes.expire_due", "schedule": 30.0},
+    "prune-events": {"task": "webhooks.prune_events", "schedule": 600.0},
 }

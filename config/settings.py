@@ -167,6 +167,7 @@ WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])
 ]
 OUTBOX_APPROVAL_HOURS = env.int("OUTBOX_APPROVAL_HOURS", default=72)
+EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
 
 # Outbound mail: EMAIL_URL (smtp://host:port) unless EMAIL_BACKEND names another backend (SES).
 _email = env.email_url("EMAIL_URL", default="smtp://localhost:25")
@@ -224,6 +225,10 @@ SPECTACULAR_SETTINGS = {
     "APPEND_COMPONENTS": {},
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
     "SERVE_AUTHENTICATION": [],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "mail.schema.add_streaming_paths",
+    ],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",

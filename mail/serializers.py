@@ -134,3 +134,44 @@ class EmailOut(_EmailBase):
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:
         return [{"name": name, "value": value} for name, value in email.headers]
+
+
+class _InboxCountsOut(serializers.Serializer):
+    total = serializers.IntegerField()
+    active = serializers.IntegerField()
+    expired = serializers.IntegerField()
+
+
+class _EmailCountsOut(serializers.Serializer):
+    total = serializers.IntegerField()
+    last_24h = serializers.IntegerField()
+    unread = serializers.IntegerField()
+
+
+class _OutboxCountsOut(serializers.Serializer):
+    pending = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    rejected = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    expired = serializers.IntegerField()
+
+
+class _DeliveryCountsOut(serializers.Serializer):
+    deliveries_24h = serializers.IntegerField()
+    failed_24h = serializers.IntegerField()
+
+
+class RecentEventOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    type = serializers.CharField()
+    inbox_id = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    data = serializers.DictField()
+
+
+class StatsOut(serializers.Serializer):
+    inboxes = _InboxCountsOut()
+    emails = _EmailCountsOut()
+    outbox = _OutboxCountsOut()
+    webhooks = _DeliveryCountsOut()
+    recent_events = RecentEventOut(many=True)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from webhooks.models import Event
 
@@ -105,3 +107,10 @@ def wake_listeners(event: Event) -> None:
     layer = get_channel_layer()
     if layer is not None:
         async_to_sync(layer.group_send)(inbox_group(event.inbox_id), wake_message(event))
+
+
+def prune(*, older_than: timedelta) -> int:
+    """Deletes events older than ``older_than`` (the stream replays at least one hour)."""
+    cutoff = timezone.now() - max(older_than, timedelta(hours=1))
+    deleted, _ = Event.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

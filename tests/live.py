@@ -1,0 +1,148 @@
+"""Real processes for end-to-end tests: ``manage.py smtpd`` and daphne, on 127.0.0.1, against the
+test database and the real Redis. Tests using them need ``transactional_db`` (committed data)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"port {port} did not open")
+
+
+class Process:
+    """One child process of the project, restartable."""
+
+    def __init__(self, argv: list[str], port: int, env: dict[str, str]) -> None:
+        self.argv, self.port, self.env = argv, port, env
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Process:
+        self.proc = subprocess.Popen(
+            self.argv, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        _wait_port(self.port, self.proc)
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop(signal.SIGKILL)
+        self.start()
+
+
+def child_env(database_name: str) -> dict[str, str]:
+    env = dict(os.environ)
+    base = env.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/pigeonhole")
+    env["DATABASE_URL"] = base.rsplit("/", 1)[0] + "/" + database_name
+    env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+    env["CONN_MAX_AGE"] = "0"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class Stack:
+    """An SMTP receiver and a web process as separate processes."""
+
+    def __init__(self, database_name: str) -> None:
+        env = child_env(database_name)
+        self.smtp_port, self.http_port = free_port(), free_port()
+        self.smtp = Process(
+            [
+                sys.executable,
+                "manage.py",
+                "smtpd",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.smtp_port),
+            ],
+            self.smtp_port,
+            env,
+        )
+        self.web = Process(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.http_port),
+                "config.asgi:application",
+            ],
+            self.http_port,
+            env,
+        )
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self) -> Stack:
+        self.smtp.start()
+        self.web.start()
+        return self
+
+    def stop(self) -> None:
+        self.web.stop()
+        self.smtp.stop()
+
+    def client(self, key: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.base_url + "/api/v1",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=httpx.Timeout(150, connect=5),
+        )
+
+
+def sse_events(response: httpx.Response) -> Iterator[dict]:
+    """Parses a text/event-stream response into ``{id, event, data}`` dicts (comments skipped)."""
+    import json
+
+    current: dict = {}
+    for line in response.iter_lines():
+        if line == "":
+            if "data" in current:
+                current["data"] = json.loads(current["data"])
+                yield current
+            current = {}
+        elif line.startswith(":"):
+            continue
+        else:
+            name, _, value = line.partition(":")
+            current[name] = value[1:] if value.startswith(" ") else value
