@@ -1,0 +1,113 @@
+"""Deployment shapes: several smtpd processes on one port, and embedded mode in one process."""
+
+from __future__ import annotations
+
+import json
+import smtplib
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from apikeys.models import Workspace
+from inboxes import services as inbox_services
+from mail.models import Email
+from tests.live import ROOT, Process, child_env, free_port
+from tests.mail.messages import message
+
+
+@pytest.fixture
+def two_receivers(transactional_db: None) -> Iterator[int]:
+    from django.db import connection
+
+    port = free_port()
+    env = child_env(connection.settings_dict["NAME"])
+    argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
+    first, second = Process(argv, port, env).start(), Process(argv, port, env)
+    second.start()  # SO_REUSEPORT: the second binds the same port while the first listens
+    yield port
+    first.stop()
+    second.stop()
+
+
+def test_two_smtpd_processes_share_a_port(two_receivers: int, workspace: Workspace) -> None:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="shared")
+    for i in range(30):
+        with smtplib.SMTP("127.0.0.1", two_receivers, timeout=30) as smtp:
+            smtp.sendmail(
+                "a@example.org", [inbox.address], message(to=inbox.address, subject=f"m{i}")
+            )
+    subjects = sorted(Email.objects.filter(inbox=inbox).values_list("subject", flat=True))
+    assert subjects == sorted(f"m{i}" for i in range(30))
+
+
+def test_embedded_mode_in_one_process() -> None:
+    """`manage.py serve` on SQLite with no Redis: HTTP, SMTP, wait and the log in one process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = child_env("unused")
+        env["DATABASE_URL"] = f"sqlite:///{Path(tmp) / 'embedded.sqlite3'}"
+        env.pop("REDIS_URL", None)
+        run = {"cwd": ROOT, "env": env, "check": True, "capture_output": True, "timeout": 120}
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], **run)
+        boot = subprocess.run(
+            [
+                sys.executable,
+                "manage.py",
+                "bootstrap",
+                "--workspace",
+                "E",
+                "--owner",
+                "e@x.test",
+                "--password",
+                "pw-embedded-1",
+                "--json",
+            ],
+            **run,
+        )
+        key = json.loads(boot.stdout)["api_key"]
+        http_port, smtp_port = free_port(), free_port()
+        serve = Process(
+            [
+                sys.executable,
+                "manage.py",
+                "serve",
+                "--port",
+                str(http_port),
+                "--smtp-port",
+                str(smtp_port),
+            ],
+            http_port,
+            env,
+        ).start()
+        try:
+            api = httpx.Client(
+                base_url=f"http://127.0.0.1:{http_port}/api/v1",
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=30,
+            )
+            inbox = api.post("inboxes", json={"local_part": "embedded"}).json()
+            result: dict = {}
+            waiter = threading.Thread(
+                target=lambda: result.update(
+                    r=api.get(f"inboxes/{inbox['id']}/wait", params={"timeout": 20})
+                )
+            )
+            waiter.start()
+            threading.Event().wait(0.5)
+            with smtplib.SMTP("127.0.0.1", smtp_port, timeout=30) as smtp:
+                smtp.sendmail(
+                    "a@example.org",
+                    [inbox["address"]],
+                    message(to=inbox["address"], subject="Your code is 90817"),
+                )
+            waiter.join(20)
+            assert result["r"].status_code == 200
+            assert result["r"].json()["extracted"]["code"] == "90817"
+            assert api.get("stats").json()["emails"]["total"] == 1
+        finally:
+            serve.stop()
