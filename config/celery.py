@@ -17,4 +17,5 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "expire-inboxes": {"task": "inboxes.expire_due", "schedule": 30.0},
     "prune-events": {"task": "webhooks.prune_events", "schedule": 600.0},
+    "announce-overdue-emails": {"task": "mail.announce_overdue", "schedule": 15.0},
 }

@@ -148,7 +148,8 @@ else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
-CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
+# Embedded mode runs tasks in-process; the test suite sets CELERY_TASK_ALWAYS_EAGER=true too.
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -168,6 +169,10 @@ WEBHOOK_RETRY_SCHEDULE = [
 ]
 OUTBOX_APPROVAL_HOURS = env.int("OUTBOX_APPROVAL_HOURS", default=72)
 EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
+CLASSIFIER_URL = env.str("CLASSIFIER_URL", default="")
+CLASSIFIER_MODEL = env.str("CLASSIFIER_MODEL", default="")
+CLASSIFIER_API_KEY = env.str("CLASSIFIER_API_KEY", default="")
+CLASSIFIER_TIMEOUT = env.float("CLASSIFIER_TIMEOUT", default=5.0)
 
 # Outbound mail: EMAIL_URL (smtp://host:port) unless EMAIL_BACKEND names another backend (SES).
 _email = env.email_url("EMAIL_URL", default="smtp://localhost:25")

@@ -12,6 +12,7 @@ api_v1 = [
     path("", include("apikeys.urls")),
     path("", include("inboxes.urls")),
     path("", include("mail.urls")),
+    path("", include("labels.urls")),
 ]
 
 urlpatterns = [

@@ -78,3 +78,32 @@ class EmailLabel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.source})"
+
+
+class LabelFeedback(models.Model):
+    """A person's decision about a label on an email, kept as a training example.
+
+    A manual label is a positive example; removing a classifier's label is a negative one. The
+    email's content is copied so examples outlive the email.
+    """
+
+    label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="feedback")
+    email_id = models.CharField(max_length=32)
+    positive = models.BooleanField()
+    from_address = models.CharField(max_length=320, blank=True, default="")
+    from_name = models.CharField(max_length=320, blank=True, default="")
+    subject = models.TextField(blank=True, default="")
+    text = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["label", "email_id"], name="feedback_unique")
+        ]
+        indexes = [
+            # The classifier's examples for a label, newest first.
+            models.Index(fields=["label", "-id"], name="feedback_label_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{'+' if self.positive else '-'}{self.label_id} {self.email_id}"

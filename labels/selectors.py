@@ -1,12 +1,31 @@
-"""Reads of labels."""
+"""Reads of labels, their examples and (by string reference) the emails they are tested on."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.apps import apps
+from django.db.models import Prefetch, QuerySet
+
 from apikeys.models import Workspace
+from config.api.errors import NotFound
+from labels import rules as rules_engine
+from labels.classifier.base import EmailFacts, Example
 from labels.exceptions import UnknownLabel
-from labels.models import EmailLabel, Label
+from labels.models import EmailLabel, Label, LabelFeedback
+
+MAX_EXAMPLES_PER_SIDE = 50
+
+
+def label_list(workspace: Workspace) -> QuerySet[Label]:
+    return Label.objects.filter(workspace=workspace)
+
+
+def label_get(workspace: Workspace, key: str) -> Label:
+    label = Label.objects.filter(workspace=workspace, key=key).first()
+    if label is None:
+        raise NotFound("No such label.")
+    return label
 
 
 def labels_by_keys(
@@ -14,9 +33,7 @@ def labels_by_keys(
 ) -> list[Label]:
     """The workspace's labels with these keys, in the given order; unknown keys → unknown_label."""
     wanted = list(dict.fromkeys(keys))
-    found = {
-        label.key: label for label in Label.objects.filter(workspace=workspace, key__in=wanted)
-    }
+    found = {lbl.key: lbl for lbl in Label.objects.filter(workspace=workspace, key__in=wanted)}
     missing = [key for key in wanted if key not in found]
     if missing:
         raise UnknownLabel(
@@ -32,3 +49,68 @@ def labels_of_email(email_id: str) -> list[dict]:
         {"key": row.key, "source": row.source, "confidence": row.confidence}
         for row in EmailLabel.objects.filter(email_id=email_id).order_by("created_at", "pk")
     ]
+
+
+def classifier_labels(workspace: Workspace) -> list[Label]:
+    """Labels the classifier answers for: enabled, with instructions, classifier switched on."""
+    if not workspace.classifier_enabled:
+        return []
+    return list(Label.objects.filter(workspace=workspace, enabled=True).exclude(instructions=""))
+
+
+def examples_for(label: Label) -> list[Example]:
+    """The label's training examples (people's decisions), newest first, capped per side."""
+    rows: list[LabelFeedback] = []
+    for positive in (True, False):
+        rows += list(
+            LabelFeedback.objects.filter(label=label, positive=positive).order_by("-id")[
+                :MAX_EXAMPLES_PER_SIDE
+            ]
+        )
+    return [
+        Example(
+            email=EmailFacts(
+                from_address=row.from_address,
+                from_name=row.from_name,
+                subject=row.subject,
+                text=row.text,
+            ),
+            positive=row.positive,
+        )
+        for row in sorted(rows, key=lambda r: r.pk)
+    ]
+
+
+def stored_email_facts(
+    workspace: Workspace, email_id: str
+) -> tuple[rules_engine.Facts, EmailFacts]:
+    """Rule and classifier facts of a stored email (mail models by string reference)."""
+    Email = apps.get_model("mail", "Email")
+    Attachment = apps.get_model("mail", "Attachment")
+    email = (
+        Email.objects.filter(workspace=workspace, pk=email_id)
+        .prefetch_related(
+            Prefetch("attachments", queryset=Attachment.objects.only("id", "email_id", "filename"))
+        )
+        .first()
+    )
+    if email is None:
+        raise NotFound("No such email.")
+    names = [a.filename for a in email.attachments.all() if a.filename]
+    to = [a.get("address", "") for a in [*email.to, *email.cc]]
+    rule_facts = rules_engine.Facts(
+        from_address=email.from_address,
+        from_name=email.from_name,
+        to=to,
+        subject=email.subject,
+        text=email.text,
+        html=email.html,
+        headers=[tuple(h) for h in email.headers],
+        attachment_names=names,
+    )
+    return rule_facts, EmailFacts(
+        from_address=email.from_address,
+        from_name=email.from_name,
+        subject=email.subject,
+        text=email.plain_text,
+    )

@@ -1,26 +1,166 @@
-"""Writes of labels on emails. The mail pipeline calls :func:`apply_to_new_email` (rules now;
-the classifier joins with the labels issue)."""
+"""Writes of labels and of labels on emails: CRUD, rules on receipt, classifier verdicts, manual
+labels and the feedback the built-in classifier learns from."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, transaction
 
-from labels.models import EmailLabel, Label, LabelSource
+from apikeys.models import Workspace
+from config.api.errors import FeatureDisabled
+from labels import rules as rules_engine
+from labels.classifier.base import Backend, EmailFacts, Example, Verdict
+from labels.exceptions import LabelExists
+from labels.models import EmailLabel, Label, LabelFeedback, LabelSource
+from labels.selectors import classifier_labels as classifier_labels_of
+from labels.selectors import examples_for
+
+logger = logging.getLogger(__name__)
 
 
-def manual_labels_set(*, email_id: int | str, labels: Sequence[Label]) -> list[EmailLabel]:
-    """Replaces the manual labels of an email; rule and classifier labels stay."""
+def _require_classifier(workspace: Workspace, instructions: str) -> None:
+    if instructions.strip() and not workspace.classifier_enabled:
+        raise FeatureDisabled(
+            "The classifier is disabled for this workspace; labels need "
+            "empty instructions until it is enabled."
+        )
+
+
+def label_create(*, workspace: Workspace, key: str, name: str, **fields: Any) -> Label:
+    """A new label (409 label_exists when the key is taken)."""
+    _require_classifier(workspace, fields.get("instructions", ""))
+    try:
+        with transaction.atomic():
+            return Label.objects.create(workspace=workspace, key=key, name=name, **fields)
+    except IntegrityError:
+        raise LabelExists(f"A label '{key}' exists.") from None
+
+
+def label_update(*, label: Label, **fields: Any) -> Label:
+    """Changes the given fields only."""
+    if "instructions" in fields:
+        _require_classifier(label.workspace, fields["instructions"])
+    changed = [name for name, value in fields.items() if getattr(label, name) != value]
+    for name in changed:
+        setattr(label, name, fields[name])
+    if changed:
+        label.save(update_fields=[*changed, "updated_at"])
+    return label
+
+
+def label_delete(*, label: Label) -> None:
+    """Deletes the label; it disappears from every email (cascade)."""
+    label.delete()
+
+
+def _label_dict(row: EmailLabel) -> dict:
+    return {"key": row.key, "source": row.source, "confidence": row.confidence}
+
+
+def rules_apply(*, workspace_id: str, email_id: str, facts: rules_engine.Facts) -> list[dict]:
+    """Applies every enabled label whose rules match (source ``rule``, confidence 1)."""
+    applied = []
+    for label in Label.objects.filter(workspace_id=workspace_id, enabled=True).exclude(rules={}):
+        if rules_engine.evaluate(label.rules, facts).matched:
+            row = EmailLabel.objects.create(
+                email_id=email_id, label=label, key=label.key, source=LabelSource.RULE
+            )
+            applied.append(_label_dict(row))
+    return applied
+
+
+def backend() -> Backend:
+    """The configured classifier backend: an OpenAI-compatible server, else the built-in one."""
+    if settings.CLASSIFIER_URL:
+        from labels.classifier.openai import OpenAIBackend
+
+        return OpenAIBackend(
+            url=settings.CLASSIFIER_URL,
+            model=settings.CLASSIFIER_MODEL,
+            api_key=settings.CLASSIFIER_API_KEY,
+            timeout=settings.CLASSIFIER_TIMEOUT,
+        )
+    from labels.classifier.builtin import BuiltinBackend
+
+    return BuiltinBackend()
+
+
+def classify(
+    *,
+    label: Label,
+    facts: EmailFacts,
+    examples: Sequence[Example] | None = None,
+    using: Backend | None = None,
+) -> Verdict:
+    """The classifier's answer to the label's question for one email (never raises). Pass
+    ``examples`` (from ``selectors.examples_for``) to call this from a thread without a query."""
+    try:
+        return (using or backend()).classify(
+            question=label.instructions,
+            email=facts,
+            examples=examples_for(label) if examples is None else examples,
+        )
+    except Exception as exc:
+        logger.exception("classifier failed for label %s", label.key)
+        return Verdict(answer=False, confidence=0.0, reason=f"classifier error: {exc}")
+
+
+def verdict_record(*, email_id: str, label: Label, verdict: Verdict) -> dict | None:
+    """Applies the label when the answer is yes with confidence >= threshold (never over a
+    person's or a rule's label, nor over a person's removal of it)."""
+    if not (verdict.answer and verdict.confidence >= label.threshold):
+        return None
+    if LabelFeedback.objects.filter(label=label, email_id=email_id, positive=False).exists():
+        return None
+    row, created = EmailLabel.objects.get_or_create(
+        email_id=email_id,
+        label=label,
+        defaults={
+            "key": label.key,
+            "source": LabelSource.CLASSIFIER,
+            "confidence": round(verdict.confidence, 4),
+        },
+    )
+    return _label_dict(row) if created else None
+
+
+def _feedback(label: Label, email_id: str, facts: EmailFacts, positive: bool) -> None:
+    LabelFeedback.objects.update_or_create(
+        label=label,
+        email_id=email_id,
+        defaults={
+            "positive": positive,
+            "from_address": facts.from_address[:320],
+            "from_name": facts.from_name[:320],
+            "subject": facts.subject,
+            "text": facts.text[:20_000],
+        },
+    )
+
+
+def manual_labels_set(
+    *, email_id: str, labels: Sequence[Label], facts: EmailFacts
+) -> list[EmailLabel]:
+    """Replaces the manual labels of an email; rule and classifier labels stay. Each manual
+    label is remembered as a positive example for the classifier."""
     with transaction.atomic():
         wanted = {label.pk: label for label in labels}
         existing = {row.label_id: row for row in EmailLabel.objects.filter(email_id=email_id)}
-        stale_manual = [
+        stale = [
             row.pk
             for label_id, row in existing.items()
             if row.source == LabelSource.MANUAL and label_id not in wanted
         ]
-        EmailLabel.objects.filter(pk__in=stale_manual).delete()
+        EmailLabel.objects.filter(pk__in=stale).delete()
+        LabelFeedback.objects.filter(
+            email_id=email_id,
+            positive=True,
+            label_id__in=[row.label_id for row in existing.values() if row.pk in stale],
+        ).delete()
         for label_id, label in wanted.items():
             row = existing.get(label_id)
             if row is None:
@@ -28,7 +168,73 @@ def manual_labels_set(*, email_id: int | str, labels: Sequence[Label]) -> list[E
                     email_id=email_id, label=label, key=label.key, source=LabelSource.MANUAL
                 )
             elif row.source != LabelSource.MANUAL:
-                # A person confirmed it: the label is now theirs (kept as a training example).
                 row.source, row.confidence = LabelSource.MANUAL, 1.0
                 row.save(update_fields=["source", "confidence"])
+            _feedback(label, email_id, facts, positive=True)
     return list(EmailLabel.objects.filter(email_id=email_id).order_by("created_at", "pk"))
+
+
+def labels_remove(*, email_id: str, labels: Sequence[Label], facts: EmailFacts) -> int:
+    """Removes these labels whatever their source; a removed classifier label becomes a negative
+    example (and the classifier will not put it back on this email)."""
+    with transaction.atomic():
+        rows = list(EmailLabel.objects.filter(email_id=email_id, label__in=labels))
+        for row in rows:
+            if row.source == LabelSource.CLASSIFIER:
+                _feedback(row.label, email_id, facts, positive=False)
+            elif row.source == LabelSource.MANUAL:
+                LabelFeedback.objects.filter(label=row.label, email_id=email_id).delete()
+        EmailLabel.objects.filter(pk__in=[row.pk for row in rows]).delete()
+    return len(rows)
+
+
+def label_test(
+    *, workspace: Workspace, rule_facts: rules_engine.Facts, facts: EmailFacts
+) -> list[dict]:
+    """Runs every enabled label's rules and, where active, the classifier; stores nothing."""
+    active = {label.pk for label in classifier_labels_of(workspace)}
+    results = []
+    for label in Label.objects.filter(workspace=workspace, enabled=True).order_by("key"):
+        if label.rules:
+            match = rules_engine.evaluate(label.rules, rule_facts)
+            if match.matched:
+                results.append(
+                    {
+                        "key": label.key,
+                        "matched": True,
+                        "source": "rule",
+                        "confidence": 1.0,
+                        "reason": match.reason,
+                    }
+                )
+                continue
+            rule_reason = match.reason
+        else:
+            rule_reason = "no rules"
+        if label.pk in active:
+            verdict = classify(label=label, facts=facts)
+            matched = verdict.answer and verdict.confidence >= label.threshold
+            confidence = verdict.confidence if verdict.answer else 1 - verdict.confidence
+            results.append(
+                {
+                    "key": label.key,
+                    "matched": matched,
+                    "source": "classifier",
+                    "confidence": round(confidence, 4),
+                    "reason": f"{verdict.reason} (threshold {label.threshold})",
+                }
+            )
+        else:
+            why = rule_reason
+            if label.instructions and not workspace.classifier_enabled:
+                why += "; classifier disabled for the workspace"
+            results.append(
+                {
+                    "key": label.key,
+                    "matched": False,
+                    "source": None,
+                    "confidence": 0.0,
+                    "reason": why,
+                }
+            )
+    return results

@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 
 from config.api.ids import new_id
+from mail.htmltext import html_to_text
 
 
 def _eml_id() -> str:
@@ -48,9 +49,18 @@ class Email(models.Model):
     read = models.BooleanField(default=False)
     starred = models.BooleanField(default=False)
     received_at = models.DateTimeField()
+    # When email.received went out; null while the classifier is still deciding (the row is the
+    # truth: a sweeper announces emails whose classification task was lost).
+    announced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
+            # The announcement sweeper: emails not yet announced.
+            models.Index(
+                fields=["received_at"],
+                name="email_unannounced",
+                condition=models.Q(announced_at__isnull=True),
+            ),
             # GET /inboxes/{id}/emails (newest first) and the drop_oldest policy (oldest first).
             models.Index(fields=["inbox", "-id"], name="email_inbox_list"),
             # GET /emails across a workspace, newest first.
@@ -67,6 +77,11 @@ class Email(models.Model):
 
     def __str__(self) -> str:
         return f"{self.subject[:60]} ({self.id})"
+
+    @property
+    def plain_text(self) -> str:
+        """The text body, or the HTML rendered to text when there is none."""
+        return self.text or (html_to_text(self.html) if self.html else "")
 
 
 class RawMessage(models.Model):

@@ -6,8 +6,11 @@ attachments in one transaction, and emits the events. It never raises on message
 message that cannot be fully parsed is stored with what could be read, its defects noted and its
 raw bytes kept. It returns one :class:`Delivery` per recipient so the SMTP front door can answer.
 
-Order on receipt: store, extract, (labels: rules and classifier, with the labels issue), then
-``email.received``. Refusals emit ``mail.rejected`` on the inbox's stream.
+Order on receipt: store, extract, rules (in the receive transaction), then either
+``email.received`` at once or — when the workspace has classifier labels — the classifier in a
+worker (``mail.tasks.classify_email``, bounded by ``CLASSIFIER_TIMEOUT``) which then announces
+the email with every label; ``email.labeled`` follows whenever labels were applied. Refusals emit
+``mail.rejected`` on the inbox's stream.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
 from inboxes.addresses import sender_allowed, split_address
 from inboxes.models import Inbox, Overflow, Source
+from labels import rules
+from labels import selectors as label_selectors
+from labels import services as label_services
 from mail.extraction import extract
 from mail.htmltext import make_preview
 from mail.models import Attachment, Email, RawMessage
@@ -283,16 +289,75 @@ def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
             unread_count=F("unread_count") + 1,
             last_email_at=prepared.received_at,
         )
-        # Labels step (rules, then the classifier) joins here with the labels issue; the labels
-        # it applies go into the email.received payload below and an email.labeled event.
-        labels: list[dict] = []
-        events.emit(
-            workspace_id=locked.workspace_id,
-            inbox_id=locked.pk,
-            type=events.EMAIL_RECEIVED,
-            data=email_event_data(locked, email, labels),
+        label_services.rules_apply(
+            workspace_id=locked.workspace_id, email_id=email.pk, facts=_rule_facts(prepared)
         )
+        if label_selectors.classifier_labels(inbox.workspace):
+            # The classifier answers in a worker, bounded by CLASSIFIER_TIMEOUT; the worker
+            # announces the email (email.received with every label). The row is the truth:
+            # announced_at stays null until then, and a sweeper covers a lost task.
+            transaction.on_commit(lambda: _classify_later(email.pk))
+        else:
+            announce(email=email, inbox=locked)
     return email
+
+
+def _rule_facts(prepared: _Prepared) -> rules.Facts:
+    parsed = prepared.parsed
+    return rules.Facts(
+        from_address=parsed.from_.address if parsed.from_ else "",
+        from_name=parsed.from_.name if parsed.from_ else "",
+        to=[a.address for a in (*parsed.to, *parsed.cc)],
+        subject=parsed.subject,
+        text=parsed.text,
+        html=parsed.html,
+        headers=parsed.headers,
+        attachment_names=[a.filename for a in parsed.attachments if a.filename],
+    )
+
+
+def _classify_later(email_id: str) -> None:
+    from mail.tasks import classify_email
+
+    classify_email.delay(email_id)
+
+
+def announce(*, email: Email, inbox: Inbox, late: Sequence[dict] = ()) -> bool:
+    """Emits ``email.received`` (labels included) and ``email.labeled`` once per email.
+
+    Called in the receive transaction when no classifier is involved, else by the classifier
+    task or the overdue sweeper; the conditional update makes it happen exactly once.
+    """
+    with transaction.atomic():
+        claimed = Email.objects.filter(pk=email.pk, announced_at__isnull=True).update(
+            announced_at=timezone.now()
+        )
+        if claimed != 1:
+            return False
+        labels = label_selectors.labels_of_email(email.pk)
+        events.emit(
+            workspace_id=inbox.workspace_id,
+            inbox_id=inbox.pk,
+            type=events.EMAIL_RECEIVED,
+            data=email_event_data(inbox, email, labels),
+        )
+        if labels:
+            emit_labeled(email=email, inbox=inbox, labels=labels)
+    return True
+
+
+def emit_labeled(*, email: Email, inbox: Inbox, labels: Sequence[dict]) -> None:
+    """``email.labeled`` with the labels just applied."""
+    events.emit(
+        workspace_id=inbox.workspace_id,
+        inbox_id=inbox.pk,
+        type=events.EMAIL_LABELED,
+        data={
+            "inbox": inbox_services.inbox_record(inbox),
+            "email": email_event_data(inbox, email, list(labels))["email"],
+            "labels": list(labels),
+        },
+    )
 
 
 def receive(

@@ -41,6 +41,13 @@ class EmailUpdateIn(serializers.Serializer):
         required=False,
         help_text="Replaces the manual labels with these keys (rule and classifier labels stay).",
     )
+    remove_labels = serializers.ListField(
+        child=serializers.CharField(max_length=63),
+        max_length=100,
+        required=False,
+        help_text="Removes these labels whatever their source; a removed classifier label "
+        "teaches the built-in classifier (and is not applied to this email again).",
+    )
 
 
 class AddressOut(serializers.Serializer):

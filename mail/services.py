@@ -10,6 +10,7 @@ from django.db.models import F
 from inboxes.models import Inbox
 from labels import selectors as label_selectors
 from labels import services as label_services
+from labels.classifier.base import EmailFacts
 from mail.models import Email
 from webhooks import events
 
@@ -41,20 +42,38 @@ def _emit_updated(email: Email) -> None:
     )
 
 
+def _facts(email: Email) -> EmailFacts:
+    return EmailFacts(
+        from_address=email.from_address,
+        from_name=email.from_name,
+        subject=email.subject,
+        text=email.plain_text,
+    )
+
+
 def email_update(
     *,
     email: Email,
     read: bool | None = None,
     starred: bool | None = None,
     labels: Sequence[str] | None = None,
+    remove_labels: Sequence[str] | None = None,
 ) -> Email:
-    """Sets flags and replaces manual labels; emits ``email.updated`` when anything changed."""
+    """Sets flags, replaces manual labels, removes labels; emits ``email.updated`` if anything
+    changed. Manual labels and removed classifier labels teach the built-in classifier."""
     with transaction.atomic():
         changed = False
         if labels is not None:
             found = label_selectors.labels_by_keys(email.workspace, labels)
-            label_services.manual_labels_set(email_id=email.pk, labels=found)
+            label_services.manual_labels_set(email_id=email.pk, labels=found, facts=_facts(email))
             changed = True
+        if remove_labels:
+            found = label_selectors.labels_by_keys(
+                email.workspace, remove_labels, path="remove_labels"
+            )
+            changed |= bool(
+                label_services.labels_remove(email_id=email.pk, labels=found, facts=_facts(email))
+            )
         if read is not None:
             changed |= _set_read(email, read)
         if starred is not None and starred != email.starred:

@@ -137,3 +137,11 @@ def smtp_server(transactional_db: None):  # type: ignore[no-untyped-def]
     from django.db import connections
 
     connections.close_all()
+
+
+@pytest.fixture(autouse=True)
+def _tasks_run_in_process() -> None:
+    """Celery tasks run where they are queued (the worker path has its own tests)."""
+    from config.celery import app
+
+    app.conf.task_always_eager = True

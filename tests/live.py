@@ -71,6 +71,7 @@ def child_env(database_name: str) -> dict[str, str]:
     env["DATABASE_URL"] = base.rsplit("/", 1)[0] + "/" + database_name
     env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
     env["CONN_MAX_AGE"] = "0"
+    env.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

@@ -6,6 +6,7 @@ import pytest
 
 from apikeys.models import Workspace, effective_scopes
 from inboxes import services as inbox_services
+from labels.models import Label
 from mail import pipeline
 from mail.models import Attachment
 from tests.conftest import Api, error_of
@@ -34,6 +35,11 @@ OPERATIONS = [
     ("DELETE", "emails/{email}", "write"),
     ("GET", "emails/{email}/raw", "read"),
     ("GET", "emails/{email}/attachments/{attachment}", "read"),
+    ("GET", "labels", "read"),
+    ("POST", "labels", "admin"),
+    ("PATCH", "labels/{label}", "admin"),
+    ("DELETE", "labels/{label}", "admin"),
+    ("POST", "labels/test", "read"),
 ]
 BODIES = {
     ("POST", "keys"): {"name": "x"},
@@ -41,6 +47,9 @@ BODIES = {
     ("POST", "inboxes"): {},
     ("PATCH", "inboxes/{inbox}"): {"name": "x"},
     ("PATCH", "emails/{email}"): {"starred": True},
+    ("POST", "labels"): {"key": "new", "name": "New"},
+    ("PATCH", "labels/{label}"): {"name": "Renamed"},
+    ("POST", "labels/test"): {"subject": "hi"},
 }
 
 
@@ -58,7 +67,9 @@ def ids(workspace: Workspace, make_key) -> dict[str, str]:  # type: ignore[no-un
     raw = message(to=inbox.address, attachments=[("a.pdf", "application/pdf", PDF)])
     email_id = pipeline.receive_one(raw, to=inbox.address).email_id
     target = Api(make_key(workspace, ("read",)))
+    Label.objects.create(workspace=workspace, key="existing", name="Existing")
     return {
+        "label": "existing",
         "inbox": inbox.pk,
         "email": str(email_id),
         "attachment": Attachment.objects.get(email_id=email_id).pk,
@@ -99,6 +110,7 @@ def test_every_documented_operation_is_in_the_matrix(client) -> None:  # type: i
         "{email}": "{email_id}",
         "{key}": "{key_id}",
         "{attachment}": "{attachment_id}",
+        "{label}": "{key}",  # after "{key}", which names an API key id
     }
     covered = set()
     for method, path, _ in OPERATIONS:

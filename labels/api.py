@@ -1,0 +1,107 @@
+"""/labels and /labels/test."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api.pagination import page_body, paginate
+from config.api.query import parse_query
+from config.api.schema import page_of
+from labels import rules as rules_engine
+from labels import selectors, services
+from labels.classifier.base import EmailFacts
+from labels.serializers import (
+    LabelCreateIn,
+    LabelDeletedOut,
+    LabelListQuery,
+    LabelOut,
+    LabelTestIn,
+    LabelTestOut,
+    LabelUpdateIn,
+)
+
+
+class LabelsApi(APIView):
+    scopes = {"GET": "read", "POST": "admin"}
+    tags = ["Labels"]
+
+    @extend_schema(
+        operation_id="listLabels", parameters=[LabelListQuery], responses=page_of(LabelOut)
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_query(LabelListQuery, request)
+        rows, cursor = paginate(
+            selectors.label_list(request.auth.workspace),
+            limit=query["limit"],
+            cursor=query.get("cursor"),
+        )
+        return Response(page_body(LabelOut(rows, many=True).data, cursor))
+
+    @extend_schema(
+        operation_id="createLabel",
+        request=LabelCreateIn,
+        responses=LabelOut,
+        description="409 label_exists when the key is taken; 403 feature_disabled for "
+        "instructions while the workspace's classifier is off.",
+    )
+    def post(self, request: Request) -> Response:
+        body = LabelCreateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        label = services.label_create(workspace=request.auth.workspace, **body.validated_data)
+        return Response(LabelOut(label).data)
+
+
+class LabelApi(APIView):
+    scopes = {"PATCH": "admin", "DELETE": "admin"}
+    tags = ["Labels"]
+
+    @extend_schema(operation_id="updateLabel", request=LabelUpdateIn, responses=LabelOut)
+    def patch(self, request: Request, key: str) -> Response:
+        label = selectors.label_get(request.auth.workspace, key)
+        body = LabelUpdateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        label = services.label_update(label=label, **body.validated_data)
+        return Response(LabelOut(label).data)
+
+    @extend_schema(
+        operation_id="deleteLabel",
+        responses={200: LabelDeletedOut},
+        description="Deletes the label and removes it from every email.",
+    )
+    def delete(self, request: Request, key: str) -> Response:
+        label = selectors.label_get(request.auth.workspace, key)
+        deleted = {"deleted": True, "id": label.pk, "key": label.key}
+        services.label_delete(label=label)
+        return Response(deleted)
+
+
+class LabelTestApi(APIView):
+    scopes = {"POST": "read"}
+    tags = ["Labels"]
+
+    @extend_schema(
+        operation_id="testLabels",
+        request=LabelTestIn,
+        responses=LabelTestOut,
+        description="Runs every enabled label's rules and, where active, the classifier against "
+        "`from`/`subject`/`text` or a stored `email_id`; nothing is stored.",
+    )
+    def post(self, request: Request) -> Response:
+        body = LabelTestIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        workspace = request.auth.workspace
+        if data.get("email_id"):
+            rule_facts, facts = selectors.stored_email_facts(workspace, data["email_id"])
+        else:
+            rule_facts = rules_engine.Facts(
+                from_address=data["from"], subject=data["subject"], text=data["text"]
+            )
+            facts = EmailFacts(
+                from_address=data["from"], from_name="", subject=data["subject"], text=data["text"]
+            )
+        results = services.label_test(workspace=workspace, rule_facts=rule_facts, facts=facts)
+        return Response(LabelTestOut({"results": results}).data)

@@ -1,0 +1,132 @@
+"""Request and response shapes of /labels and /labels/test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from config.api.query import PageQuery
+from labels import rules as rules_engine
+from labels.models import Color
+
+KEY_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+
+
+def _nest(issues: list[dict[str, str]], prefix: str) -> dict:
+    """``rules.conditions.0.op`` issues as DRF's nested error detail under ``rules``."""
+    tree: dict[str, Any] = {}
+    for issue in issues:
+        parts = issue["path"].split(".")[1:] if issue["path"].startswith(prefix) else []
+        node = tree
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        if parts:
+            node.setdefault(parts[-1], []).append(issue["message"])
+        else:
+            tree.setdefault("non_field_errors", []).append(issue["message"])
+    return tree
+
+
+class RulesField(serializers.JSONField):
+    """The rules object, validated by the rules engine with precise paths."""
+
+    def to_internal_value(self, data: Any) -> dict:
+        value = super().to_internal_value(data)
+        normalised, issues = rules_engine.validate(value, path="rules")
+        if issues:
+            raise serializers.ValidationError(_nest(issues, "rules"))
+        return normalised
+
+
+class _LabelFieldsIn(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    color = serializers.ChoiceField(choices=Color.choices, default=Color.VIOLET)
+    instructions = serializers.CharField(
+        max_length=2000,
+        allow_blank=True,
+        default="",
+        trim_whitespace=True,
+        help_text="A yes/no question the classifier answers for each email; empty = rules only.",
+    )
+    threshold = serializers.FloatField(min_value=0.0, max_value=0.99, default=0.7)
+    rules = RulesField(
+        default=dict,
+        help_text='{"match": "any"|"all", "conditions": [{"field", "op", "value", "name", '
+        '"negate"}]}; fields from, to, subject, text, html, body, header, attachment_name, '
+        "has_attachments; ops contains, equals, starts_with, ends_with, regex, domain, exists.",
+    )
+    enabled = serializers.BooleanField(default=True)
+
+
+class LabelCreateIn(_LabelFieldsIn):
+    key = serializers.RegexField(
+        KEY_PATTERN, max_length=63, help_text="`^[a-z0-9][a-z0-9_-]{0,62}$`; `test` is reserved."
+    )
+
+    def validate_key(self, value: str) -> str:
+        if value == "test":
+            raise serializers.ValidationError("'test' is reserved (POST /labels/test).")
+        return value
+
+
+class LabelUpdateIn(_LabelFieldsIn):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            field.required = False
+            field.default = serializers.empty
+
+
+class LabelListQuery(PageQuery):
+    default_limit = 50
+    max_limit = 200
+
+
+class LabelOut(serializers.Serializer):
+    id = serializers.CharField()
+    key = serializers.CharField()
+    name = serializers.CharField()
+    color = serializers.ChoiceField(choices=Color.choices)
+    instructions = serializers.CharField()
+    threshold = serializers.FloatField()
+    rules = serializers.JSONField()
+    enabled = serializers.BooleanField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class LabelDeletedOut(serializers.Serializer):
+    deleted = serializers.BooleanField()
+    id = serializers.CharField()
+    key = serializers.CharField()
+
+
+class LabelTestIn(serializers.Serializer):
+    email_id = serializers.CharField(
+        required=False, max_length=32, help_text="Test a stored email instead of the fields."
+    )
+    subject = serializers.CharField(required=False, allow_blank=True, default="", max_length=2000)
+    text = serializers.CharField(required=False, allow_blank=True, default="", max_length=200_000)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["from"] = serializers.CharField(
+            required=False,
+            default="sender@example.com",
+            max_length=320,
+            help_text="The sender address (default a placeholder).",
+        )
+        return fields
+
+
+class LabelTestResultOut(serializers.Serializer):
+    key = serializers.CharField()
+    matched = serializers.BooleanField()
+    source = serializers.ChoiceField(choices=["rule", "classifier"], allow_null=True)
+    confidence = serializers.FloatField()
+    reason = serializers.CharField()
+
+
+class LabelTestOut(serializers.Serializer):
+    results = LabelTestResultOut(many=True)
