@@ -18,4 +18,5 @@ app.conf.beat_schedule = {
     "expire-inboxes": {"task": "inboxes.expire_due", "schedule": 30.0},
     "prune-events": {"task": "webhooks.prune_events", "schedule": 600.0},
     "announce-overdue-emails": {"task": "mail.announce_overdue", "schedule": 15.0},
+    "sweep-webhook-deliveries": {"task": "webhooks.sweep", "schedule": 2.0},
 }

@@ -152,6 +152,7 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=not REDIS_URL)
 CELERY_TASK_EAGER_PROPAGATES = False
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_QUEUE", default="pigeonhole")
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -167,6 +168,7 @@ WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", defaul
 WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])
 ]
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=10.0)
 OUTBOX_APPROVAL_HOURS = env.int("OUTBOX_APPROVAL_HOURS", default=72)
 EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
 CLASSIFIER_URL = env.str("CLASSIFIER_URL", default="")
@@ -248,5 +250,6 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         "mail.log": {"level": "WARNING"},  # aiosmtpd logs every SMTP command at INFO
+        "httpx": {"level": "WARNING"},  # every webhook request otherwise
     },
 }

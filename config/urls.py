@@ -13,6 +13,7 @@ api_v1 = [
     path("", include("inboxes.urls")),
     path("", include("mail.urls")),
     path("", include("labels.urls")),
+    path("", include("webhooks.urls")),
 ]
 
 urlpatterns = [

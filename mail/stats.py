@@ -16,7 +16,7 @@ from django.utils import timezone
 from apikeys.models import Workspace
 from inboxes.models import Inbox
 from mail.models import Email
-from webhooks.models import Event
+from webhooks.models import Delivery, Event
 
 RECENT_EVENTS = 20
 OUTBOX_STATUSES = ("pending", "sent", "rejected", "failed", "expired")
@@ -47,9 +47,11 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
             "last_24h": last_24h,
             "unread": inboxes["unread"] or 0,
         },
-        # The outbox and webhook deliveries have no rows until those features land.
+        # The outbox has no rows until that feature lands.
         "outbox": dict.fromkeys(OUTBOX_STATUSES, 0),
-        "webhooks": {"deliveries_24h": 0, "failed_24h": 0},
+        "webhooks": Delivery.objects.filter(
+            workspace_id=workspace.pk, created_at__gte=now - timedelta(hours=24)
+        ).aggregate(deliveries_24h=Count("pk"), failed_24h=Count("pk", filter=Q(status="failed"))),
         "recent_events": [
             {
                 "id": event.pk,

@@ -1,6 +1,6 @@
-"""The one emitter. ``emit()`` records an event in the current transaction and, once that commits,
-runs the after-commit hooks: the wake-up of waiters and streams (here) and, with webhooks, the
-fan-out to endpoints.
+"""The one emitter. ``emit()`` records an event and its webhook deliveries in the current
+transaction and, once that commits, runs the after-commit hooks: the wake-up of waiters and
+streams, and the hand-over of the deliveries to workers.
 
 Events of one inbox form a chain: each carries ``prev_id``, the id of the inbox's previous event.
 ``emit()`` takes a per-inbox lock for the rest of the transaction, so an inbox's events commit in
@@ -25,6 +25,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from webhooks.models import Event
+from webhooks.services import fan_out
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ def emit(*, workspace_id: str, type: str, data: dict[str, Any], inbox_id: str = 
         event = Event.objects.create(
             workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data, prev_id=prev_id
         )
+        fan_out(event)  # webhook deliveries commit with their event, or not at all
     transaction.on_commit(lambda: _run_hooks(event))
     return event
 

@@ -136,7 +136,8 @@ def to_api_error(exc: Exception) -> ApiError | None:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, drf.ValidationError):
-        issues = flatten_issues(exc.detail)
+        # One issue per offending path: the first message DRF gives for it.
+        issues = list({i["path"]: i for i in reversed(flatten_issues(exc.detail))}.values())[::-1]
         return ValidationFailed(_summary(issues), issues=issues)
     if isinstance(exc, drf.ParseError):
         return InvalidJson()

@@ -7,6 +7,7 @@ import pytest
 from apikeys.models import Workspace, effective_scopes
 from inboxes import services as inbox_services
 from labels.models import Label
+from webhooks import services as webhook_services
 from mail import pipeline
 from mail.models import Attachment
 from tests.conftest import Api, error_of
@@ -40,6 +41,13 @@ OPERATIONS = [
     ("PATCH", "labels/{label}", "admin"),
     ("DELETE", "labels/{label}", "admin"),
     ("POST", "labels/test", "read"),
+    ("GET", "webhooks", "read"),
+    ("POST", "webhooks", "admin"),
+    ("PATCH", "webhooks/{webhook}", "admin"),
+    ("DELETE", "webhooks/{webhook}", "admin"),
+    ("GET", "webhooks/{webhook}/deliveries", "read"),
+    ("POST", "webhooks/{webhook}/deliveries/{delivery}/replay", "admin"),
+    ("POST", "webhooks/{webhook}/test", "admin"),
 ]
 BODIES = {
     ("POST", "keys"): {"name": "x"},
@@ -50,6 +58,8 @@ BODIES = {
     ("POST", "labels"): {"key": "new", "name": "New"},
     ("PATCH", "labels/{label}"): {"name": "Renamed"},
     ("POST", "labels/test"): {"subject": "hi"},
+    ("POST", "webhooks"): {"url": "https://hooks.example.com/x"},
+    ("PATCH", "webhooks/{webhook}"): {"enabled": False},
 }
 
 
@@ -68,7 +78,16 @@ def ids(workspace: Workspace, make_key) -> dict[str, str]:  # type: ignore[no-un
     email_id = pipeline.receive_one(raw, to=inbox.address).email_id
     target = Api(make_key(workspace, ("read",)))
     Label.objects.create(workspace=workspace, key="existing", name="Existing")
+    endpoint, _ = webhook_services.endpoint_create(
+        workspace=workspace,
+        url="https://hooks.example.com/x",
+        events=["inbox.created"],
+        inbox_ids=[],
+        label_keys=[],
+    )
     return {
+        "webhook": endpoint.pk,
+        "delivery": webhook_services.send_test(endpoint=endpoint).pk,
         "label": "existing",
         "inbox": inbox.pk,
         "email": str(email_id),
@@ -111,6 +130,8 @@ def test_every_documented_operation_is_in_the_matrix(client) -> None:  # type: i
         "{key}": "{key_id}",
         "{attachment}": "{attachment_id}",
         "{label}": "{key}",  # after "{key}", which names an API key id
+        "{webhook}": "{endpoint_id}",
+        "{delivery}": "{delivery_id}",
     }
     covered = set()
     for method, path, _ in OPERATIONS:

@@ -1,0 +1,3 @@
+"""Fixtures of the webhook tests."""
+
+from tests.webhooks.receiver import receiver  # noqa: F401  (a fixture)

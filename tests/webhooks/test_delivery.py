@@ -1,0 +1,264 @@
+"""Delivery to a real HTTP receiver on 127.0.0.1: signatures checked by Stripe's independent
+verifier, headers, payloads, filters, retries on the schedule, timeouts, redirects, replay, test
+events, and the lease that keeps two workers from sending one delivery at once."""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+import stripe
+import time_machine
+from django.db import connection
+from django.utils import timezone
+
+from apikeys.models import Workspace
+from inboxes import services as inbox_services
+from inboxes.models import Inbox
+from labels.models import Label
+from mail import pipeline
+from tests.conftest import Api
+from tests.mail.messages import message
+from tests.webhooks.receiver import Receiver
+from webhooks import services
+from webhooks.models import Delivery
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _local_receivers(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True
+    settings.WEBHOOK_RETRY_SCHEDULE = [1, 1, 1]
+    settings.WEBHOOK_TIMEOUT = 2.0
+
+
+@pytest.fixture
+def inbox(workspace: Workspace) -> Inbox:
+    return inbox_services.inbox_create(workspace=workspace, local_part="hooked")
+
+
+def endpoint(api: Api, receiver: Receiver, **fields: object) -> dict:
+    body = api.call("POST", "webhooks", {"url": receiver.url, **fields})
+    assert body.status_code == 200, body.content
+    return body.json()
+
+
+def deliver_due() -> int:
+    """What a worker does: attempt every due delivery."""
+    return sum(services.attempt(d) is not None for d in services.due_deliveries())
+
+
+def test_email_received_signed_and_shaped(api: Api, receiver: Receiver, inbox: Inbox) -> None:
+    hook = endpoint(api, receiver)
+    delivery_id = None
+    email_id = pipeline.receive_one(
+        message(
+            to=inbox.address,
+            sender="otp@bank.example",
+            sender_name="Bank",
+            subject="Your code is 551203",
+            text="Your verification code is 551203.",
+        ),
+        to=inbox.address,
+    ).email_id
+    assert deliver_due() == 1
+    request = receiver.wait_for(1)[0]
+    payload = json.loads(request.body)
+    header = request.headers["Service-Signature"]
+    stripe.WebhookSignature.verify_header(request.body.decode(), header, hook["secret"], 300)
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(
+            request.body.decode() + " ", header, hook["secret"], 300
+        )
+    with pytest.raises(stripe.SignatureVerificationError):
+        stripe.WebhookSignature.verify_header(request.body.decode(), header, "whsec_wrong", 300)
+    delivery_id = payload["id"]
+    assert delivery_id.startswith("dlv_")
+    assert request.headers["Service-Event"] == "email.received"
+    assert request.headers["Service-Delivery"] == delivery_id
+    assert request.headers["User-Agent"].startswith("Pigeonhole-Webhooks/")
+    assert request.headers["Content-Type"] == "application/json"
+    assert set(payload) == {"id", "type", "created_at", "data"}
+    assert payload["type"] == "email.received" and payload["created_at"].endswith("Z")
+    assert payload["data"]["inbox"] == {"id": inbox.pk, "address": inbox.address}
+    email = payload["data"]["email"]
+    assert set(email) == {
+        "id",
+        "from",
+        "subject",
+        "snippet",
+        "labels",
+        "verification",
+        "received_at",
+    }
+    assert email["id"] == email_id and email["from"] == {
+        "address": "otp@bank.example",
+        "name": "Bank",
+    }
+    assert email["verification"] == {"code": "551203", "link": None}
+    assert email["snippet"] == "Your verification code is 551203." and email["labels"] == []
+    assert Delivery.objects.get(pk=delivery_id).status == "succeeded"
+    log = api.call("GET", f"webhooks/{hook['id']}/deliveries").json()["data"]
+    assert log[0]["id"] == delivery_id and log[0]["status"] == "succeeded"
+    assert log[0]["attempts"][0]["status_code"] == 200 and log[0]["payload"] == payload
+
+
+def test_filters(api: Api, receiver: Receiver, inbox: Inbox, workspace: Workspace) -> None:
+    other = inbox_services.inbox_create(workspace=workspace, local_part="other")
+    Label.objects.create(
+        workspace=workspace,
+        key="bank",
+        name="Bank",
+        rules={
+            "match": "any",
+            "conditions": [
+                {
+                    "field": "from",
+                    "op": "domain",
+                    "value": "bank.example",
+                    "name": "",
+                    "negate": False,
+                }
+            ],
+        },
+    )
+    only_created = endpoint(api, receiver, events=["inbox.created"])
+    only_other = endpoint(api, receiver, inbox_ids=[other.pk])
+    only_bank = endpoint(
+        api, receiver, events=["email.received", "email.labeled"], label_keys=["bank"]
+    )
+    pipeline.receive_one(message(to=inbox.address, sender="a@shop.example"), to=inbox.address)
+    pipeline.receive_one(message(to=inbox.address, sender="a@bank.example"), to=inbox.address)
+    pipeline.receive_one(message(to=other.address, sender="a@shop.example"), to=other.address)
+    inbox_services.inbox_create(workspace=workspace, local_part="third")
+    deliver_due()
+    by_endpoint: dict[str, list[str]] = {}
+    for delivery in Delivery.objects.all():
+        by_endpoint.setdefault(delivery.endpoint_id, []).append(delivery.event)
+    assert by_endpoint[only_created["id"]] == ["inbox.created"]
+    assert by_endpoint[only_other["id"]] == ["email.received"]
+    assert sorted(by_endpoint[only_bank["id"]]) == ["email.labeled", "email.received"]
+    assert len(receiver.requests) == 4
+
+
+def test_retry_on_schedule_then_success(api: Api, receiver: Receiver, workspace: Workspace) -> None:
+    hook = endpoint(api, receiver, events=["inbox.created"])
+    receiver.script = [(500, 0.0), (200, 0.0)]
+    inbox_services.inbox_create(workspace=workspace, local_part="retry")
+    before = timezone.now()
+    assert deliver_due() == 1
+    delivery = Delivery.objects.get()
+    assert delivery.status == "retrying" and delivery.attempt_count == 1
+    wait = (delivery.next_attempt_at - before).total_seconds()
+    assert 0.85 <= wait <= 1.25  # the first step of the schedule, with ±10 % jitter
+    assert deliver_due() == 0  # not due yet
+    with time_machine.travel(timezone.now() + timedelta(seconds=2), tick=True):
+        assert deliver_due() == 1
+    delivery.refresh_from_db()
+    assert delivery.status == "succeeded" and delivery.attempt_count == 2
+    attempts = api.call("GET", f"webhooks/{hook['id']}/deliveries").json()["data"][0]["attempts"]
+    assert [a["status_code"] for a in attempts] == [500, 200]
+    assert attempts[0]["error"] == "HTTP 500" and attempts[0]["response_excerpt"] == "ok"
+    first, second = receiver.requests
+    assert first.headers["Service-Delivery"] == second.headers["Service-Delivery"]
+    assert first.body == second.body
+
+
+def test_failed_after_last_retry_then_replay(
+    settings, api: Api, receiver: Receiver, workspace: Workspace
+) -> None:  # type: ignore[no-untyped-def]
+    settings.WEBHOOK_RETRY_SCHEDULE = [1]
+    hook = endpoint(api, receiver, events=["inbox.created"])
+    receiver.default = (503, 0.0)
+    inbox_services.inbox_create(workspace=workspace, local_part="doomed")
+    deliver_due()
+    with time_machine.travel(timezone.now() + timedelta(seconds=2), tick=True):
+        deliver_due()
+    delivery = Delivery.objects.get()
+    assert delivery.status == "failed" and delivery.attempt_count == 2
+    assert deliver_due() == 0
+    receiver.default = (200, 0.0)
+    replayed = api.call("POST", f"webhooks/{hook['id']}/deliveries/{delivery.pk}/replay").json()
+    assert replayed["id"] == delivery.pk and replayed["status"] == "pending"
+    assert deliver_due() == 1
+    delivery.refresh_from_db()
+    assert delivery.status == "succeeded"
+    assert len(receiver.requests) == 3
+    assert receiver.requests[2].body == receiver.requests[0].body
+    assert receiver.requests[2].headers["Service-Delivery"] == delivery.pk
+
+
+def test_timeout_counts_as_failure(api: Api, receiver: Receiver, workspace: Workspace) -> None:
+    endpoint(api, receiver, events=["inbox.created"])
+    receiver.script = [(200, 3.0)]  # sleeps past WEBHOOK_TIMEOUT (2 s)
+    inbox_services.inbox_create(workspace=workspace, local_part="slow")
+    deliver_due()
+    attempt = Delivery.objects.get().attempts.get()
+    assert attempt.status_code is None and attempt.error == "timeout after 2 s"
+    assert Delivery.objects.get().status == "retrying"
+
+
+def test_redirects_are_failures_and_not_followed(
+    api: Api, receiver: Receiver, workspace: Workspace
+) -> None:
+    endpoint(api, receiver, events=["inbox.created"])
+    receiver.script = [(302, 0.0)]
+    inbox_services.inbox_create(workspace=workspace, local_part="moved")
+    deliver_due()
+    attempt = Delivery.objects.get().attempts.get()
+    assert attempt.status_code == 302 and "not followed" in attempt.error
+    assert [r.path for r in receiver.requests] == ["/hook"]  # /elsewhere never contacted
+
+
+def test_test_event(api: Api, receiver: Receiver) -> None:
+    hook = endpoint(api, receiver, events=["inbox.expired"])
+    created = api.call("POST", f"webhooks/{hook['id']}/test").json()
+    assert created["event"] == "webhook.test" and created["status"] == "pending"
+    deliver_due()
+    request = receiver.wait_for(1)[0]
+    assert request.headers["Service-Event"] == "webhook.test"
+    payload = json.loads(request.body)
+    assert payload["type"] == "webhook.test" and payload["data"]["endpoint"]["id"] == hook["id"]
+    stripe.WebhookSignature.verify_header(
+        request.body.decode(), request.headers["Service-Signature"], hook["secret"], 300
+    )
+    log = api.call("GET", f"webhooks/{hook['id']}/deliveries").json()["data"]
+    assert log[0]["status"] == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_attempt_at_a_time(api: Api, receiver: Receiver, workspace: Workspace) -> None:
+    endpoint(api, receiver, events=["inbox.created"])
+    receiver.default = (200, 0.5)
+    inbox_services.inbox_create(workspace=workspace, local_part="race")
+    delivery_id = services.due_deliveries()[0]
+    results: list[object] = []
+
+    def worker() -> None:
+        try:
+            results.append(services.attempt(delivery_id))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(r is not None for r in results) == 1
+    assert len(receiver.requests) == 1 and receiver.overlaps == 0
+
+
+def test_private_target_refused_at_send_time(
+    settings, api: Api, receiver: Receiver, workspace: Workspace
+) -> None:  # type: ignore[no-untyped-def]
+    endpoint(api, receiver, events=["inbox.created"])
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = False  # e.g. the name now resolves elsewhere
+    inbox_services.inbox_create(workspace=workspace, local_part="ssrf")
+    deliver_due()
+    attempt = Delivery.objects.get().attempts.get()
+    assert attempt.status_code is None and attempt.error.startswith("refused:")
+    assert receiver.requests == []

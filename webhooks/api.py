@@ -1,0 +1,143 @@
+"""/webhooks: endpoints, their delivery log, replay and test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apikeys.models import Workspace
+from config.api.pagination import page_body, paginate
+from config.api.query import parse_query
+from config.api.schema import DeletedOut, page_of
+from webhooks import selectors, services
+from webhooks.serializers import (
+    DeliveryOut,
+    EndpointCreatedOut,
+    EndpointCreateIn,
+    EndpointOut,
+    EndpointUpdateIn,
+    PageQueryOfDeliveries,
+)
+
+
+def _filters(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
+    if "inbox_ids" in data:
+        data["inbox_ids"] = selectors.inbox_ids_resolve(workspace, data["inbox_ids"])
+    if "label_keys" in data:
+        data["label_keys"] = selectors.label_keys_check(workspace, data["label_keys"])
+    return data
+
+
+class EndpointsApi(APIView):
+    scopes = {"GET": "read", "POST": "admin"}
+    tags = ["Webhooks"]
+
+    @extend_schema(
+        operation_id="listWebhooks",
+        parameters=[PageQueryOfDeliveries],
+        responses=page_of(EndpointOut),
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_query(PageQueryOfDeliveries, request)
+        rows, cursor = paginate(
+            selectors.endpoint_list(request.auth.workspace),
+            limit=query["limit"],
+            cursor=query.get("cursor"),
+        )
+        return Response(page_body(EndpointOut(rows, many=True).data, cursor))
+
+    @extend_schema(
+        operation_id="createWebhook",
+        request=EndpointCreateIn,
+        responses=EndpointCreatedOut,
+        description="Creates an endpoint; `secret` (whsec_…) is in this response only. URLs that "
+        "resolve to private, loopback or link-local addresses are refused unless the instance "
+        "allows them (WEBHOOK_ALLOW_PRIVATE_TARGETS).",
+    )
+    def post(self, request: Request) -> Response:
+        body = EndpointCreateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        workspace = request.auth.workspace
+        endpoint, secret = services.endpoint_create(
+            workspace=workspace, **_filters(workspace, dict(body.validated_data))
+        )
+        return Response({**EndpointOut(endpoint).data, "secret": secret})
+
+
+class EndpointApi(APIView):
+    scopes = {"PATCH": "admin", "DELETE": "admin"}
+    tags = ["Webhooks"]
+
+    @extend_schema(operation_id="updateWebhook", request=EndpointUpdateIn, responses=EndpointOut)
+    def patch(self, request: Request, endpoint_id: str) -> Response:
+        workspace = request.auth.workspace
+        endpoint = selectors.endpoint_get(workspace, endpoint_id)
+        body = EndpointUpdateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        endpoint = services.endpoint_update(
+            endpoint=endpoint, **_filters(workspace, dict(body.validated_data))
+        )
+        return Response(EndpointOut(endpoint).data)
+
+    @extend_schema(operation_id="deleteWebhook", responses={200: DeletedOut})
+    def delete(self, request: Request, endpoint_id: str) -> Response:
+        endpoint = selectors.endpoint_get(request.auth.workspace, endpoint_id)
+        deleted_id = endpoint.pk
+        services.endpoint_delete(endpoint=endpoint)
+        return Response({"deleted": True, "id": deleted_id})
+
+
+class DeliveriesApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Webhooks"]
+
+    @extend_schema(
+        operation_id="listWebhookDeliveries",
+        parameters=[PageQueryOfDeliveries],
+        responses=page_of(DeliveryOut),
+        description="The delivery log, newest first, with every attempt.",
+    )
+    def get(self, request: Request, endpoint_id: str) -> Response:
+        query = parse_query(PageQueryOfDeliveries, request)
+        endpoint = selectors.endpoint_get(request.auth.workspace, endpoint_id)
+        rows, cursor = paginate(
+            selectors.delivery_list(endpoint), limit=query["limit"], cursor=query.get("cursor")
+        )
+        return Response(page_body(DeliveryOut(rows, many=True).data, cursor))
+
+
+class ReplayApi(APIView):
+    scopes = {"POST": "admin"}
+    tags = ["Webhooks"]
+
+    @extend_schema(
+        operation_id="replayWebhookDelivery",
+        request=None,
+        responses=DeliveryOut,
+        description="Sends the same delivery again: same id and body, a new timestamp and "
+        "signature, a new series of attempts.",
+    )
+    def post(self, request: Request, endpoint_id: str, delivery_id: str) -> Response:
+        endpoint = selectors.endpoint_get(request.auth.workspace, endpoint_id)
+        delivery = services.replay(delivery=selectors.delivery_get(endpoint, delivery_id))
+        return Response(DeliveryOut(selectors.delivery_get(endpoint, delivery.pk)).data)
+
+
+class TestApi(APIView):
+    scopes = {"POST": "admin"}
+    tags = ["Webhooks"]
+
+    @extend_schema(
+        operation_id="testWebhook",
+        request=None,
+        responses=DeliveryOut,
+        description="Queues a `webhook.test` event to this endpoint; it appears in the log.",
+    )
+    def post(self, request: Request, endpoint_id: str) -> Response:
+        endpoint = selectors.endpoint_get(request.auth.workspace, endpoint_id)
+        delivery = services.send_test(endpoint=endpoint)
+        return Response(DeliveryOut(selectors.delivery_get(endpoint, delivery.pk)).data)

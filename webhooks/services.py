@@ -1,0 +1,288 @@
+"""Writes of the event hub's webhook side: endpoints, the fan-out of events into deliveries, the
+attempt of a delivery (claim, send, log, schedule), the sweeper, replay and test.
+
+Deliveries are created in the transaction that records their event, so a committed event always
+has its deliveries. An attempt first takes a lease on the row with a conditional UPDATE; only the
+worker whose UPDATE matched sends, so no delivery is ever sent twice at the same time, and a lease
+that expires (a worker killed mid-attempt) lets the sweeper hand the delivery to another worker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from apikeys.models import Workspace
+from webhooks import secrets, sender
+from webhooks.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
+
+logger = logging.getLogger(__name__)
+
+WEBHOOK_EVENTS = (
+    "email.received",
+    "email.labeled",
+    "inbox.created",
+    "inbox.expired",
+    "outbound.pending",
+    "outbound.sent",
+    "outbound.rejected",
+    "outbound.failed",
+)
+TEST_EVENT = "webhook.test"
+IN_PROGRESS = "in progress"
+INTERRUPTED = "interrupted: the worker stopped before the answer was recorded"
+SWEEP_GRACE = timedelta(seconds=10)  # queued deliveries get this long before the sweeper helps
+JITTER = 0.1
+
+
+# --- endpoints ----------------------------------------------------------------------------------
+
+
+def endpoint_create(
+    *,
+    workspace: Workspace,
+    url: str,
+    events: list[str],
+    inbox_ids: list[str],
+    label_keys: list[str],
+    enabled: bool = True,
+) -> tuple[Endpoint, str]:
+    """A new endpoint and its plain signing secret (returned once, stored encrypted)."""
+    secret = secrets.generate()
+    endpoint = Endpoint.objects.create(
+        workspace=workspace,
+        url=url,
+        events=events,
+        inbox_ids=inbox_ids,
+        label_keys=label_keys,
+        enabled=enabled,
+        secret_encrypted=secrets.encrypt(secret),
+    )
+    return endpoint, secret
+
+
+def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
+    changed = [name for name, value in fields.items() if getattr(endpoint, name) != value]
+    for name in changed:
+        setattr(endpoint, name, fields[name])
+    if changed:
+        endpoint.save(update_fields=[*changed, "updated_at"])
+    return endpoint
+
+
+def endpoint_delete(*, endpoint: Endpoint) -> None:
+    """Deletes the endpoint with its deliveries and their log."""
+    endpoint.delete()
+
+
+# --- fan-out --------------------------------------------------------------------------------------
+
+
+def _iso(moment: Any) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _body(delivery_id: str, event_type: str, created_at: Any, data: dict) -> str:
+    payload = {"id": delivery_id, "type": event_type, "created_at": _iso(created_at), "data": data}
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+
+
+def _label_keys_of(event: Event) -> set[str]:
+    if event.type == "email.labeled":
+        labels = event.data.get("labels") or []
+    else:
+        labels = (event.data.get("email") or {}).get("labels") or []
+    return {label.get("key") for label in labels}
+
+
+def _wants(endpoint: Endpoint, event: Event) -> bool:
+    if event.type not in endpoint.events:
+        return False
+    if endpoint.inbox_ids and event.inbox_id not in endpoint.inbox_ids:
+        return False
+    return not (
+        endpoint.label_keys
+        and event.type.startswith("email.")
+        and not (_label_keys_of(event) & set(endpoint.label_keys))
+    )
+
+
+def _new_delivery(
+    endpoint: Endpoint, event_type: str, data: dict, event_id: int | None
+) -> Delivery:
+    delivery = Delivery(
+        endpoint=endpoint,
+        workspace_id=endpoint.workspace_id,
+        event_id=event_id,
+        event=event_type,
+        next_attempt_at=timezone.now(),
+    )
+    delivery.body = _body(delivery.pk, event_type, timezone.now(), data)
+    delivery.save()
+    transaction.on_commit(lambda: queue(delivery.pk))
+    return delivery
+
+
+def fan_out(event: Event) -> list[Delivery]:
+    """Deliveries for every enabled endpoint that wants ``event`` (in the event's transaction)."""
+    if event.type not in WEBHOOK_EVENTS:
+        return []
+    endpoints = Endpoint.objects.filter(workspace_id=event.workspace_id, enabled=True)
+    return [
+        _new_delivery(endpoint, event.type, event.data, event.pk)
+        for endpoint in endpoints
+        if _wants(endpoint, event)
+    ]
+
+
+def queue(delivery_id: str, countdown: float | None = None) -> None:
+    """Hands the delivery to a worker. Embedded mode (eager tasks) leaves it to the sweeper,
+    so an HTTP call never runs inside the request or SMTP transaction that caused it."""
+    from config.celery import app
+    from webhooks.tasks import deliver
+
+    if app.conf.task_always_eager:
+        return
+    try:
+        deliver.apply_async((delivery_id,), countdown=countdown)
+    except Exception:  # the broker is down: the sweeper finds the row when it is back
+        logger.warning("could not queue delivery %s; the sweeper will", delivery_id)
+
+
+# --- attempts ---------------------------------------------------------------------------------
+
+
+def _schedule() -> list[int]:
+    return list(settings.WEBHOOK_RETRY_SCHEDULE)
+
+
+def lease() -> timedelta:
+    """How long an attempt holds its delivery: longer than any attempt can take."""
+    return timedelta(seconds=settings.WEBHOOK_TIMEOUT + 5)
+
+
+def _claim(delivery_id: str) -> bool:
+    now = timezone.now()
+    return (
+        Delivery.objects.filter(
+            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
+            pk=delivery_id,
+            status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
+            next_attempt_at__lte=now,
+        ).update(leased_until=now + lease())
+        == 1
+    )
+
+
+def attempt(delivery_id: str) -> Attempt | None:
+    """One attempt of a due delivery, if this worker wins the lease; None otherwise.
+
+    The attempt is logged before the request goes out and completed after, so a worker killed
+    mid-request leaves an ``interrupted`` entry and every request a receiver saw is in the log.
+    """
+    if not _claim(delivery_id):
+        return None
+    delivery = Delivery.objects.select_related("endpoint").get(pk=delivery_id)
+    Attempt.objects.filter(delivery=delivery, error=IN_PROGRESS).update(error=INTERRUPTED)
+    secret = secrets.decrypt(delivery.endpoint.secret_encrypted)
+    body = delivery.body.encode()
+    started = timezone.now()
+    logged = Attempt.objects.create(delivery=delivery, at=started, error=IN_PROGRESS)
+    headers = {
+        "Service-Event": delivery.event,
+        "Service-Delivery": delivery.pk,
+        "Service-Signature": secrets.sign(secret, int(started.timestamp()), body),
+    }
+    outcome = sender.post(delivery.endpoint.url, body, headers)
+    schedule = _schedule()
+    with transaction.atomic():
+        logged.status_code = outcome.status_code
+        logged.duration_ms = outcome.duration_ms
+        logged.error = outcome.error[:500]
+        logged.response_excerpt = outcome.excerpt[:1000]
+        logged.save(update_fields=["status_code", "duration_ms", "error", "response_excerpt"])
+        count = delivery.attempt_count + 1
+        if outcome.succeeded:
+            status, next_at = DeliveryStatus.SUCCEEDED, None
+        elif count <= len(schedule):
+            delay = schedule[count - 1] * random.uniform(1 - JITTER, 1 + JITTER)
+            status, next_at = DeliveryStatus.RETRYING, timezone.now() + timedelta(seconds=delay)
+        else:
+            status, next_at = DeliveryStatus.FAILED, None
+        Delivery.objects.filter(pk=delivery.pk).update(
+            status=status,
+            attempt_count=F("attempt_count") + 1,
+            next_attempt_at=next_at,
+            leased_until=None,
+            updated_at=timezone.now(),
+        )
+    if next_at is not None:
+        queue(delivery.pk, countdown=max(0.0, (next_at - timezone.now()).total_seconds()))
+    return logged
+
+
+def due_deliveries(limit: int = 500, *, overdue_by: timedelta = timedelta(0)) -> list[str]:
+    """Ids of deliveries whose attempt is due (for ``overdue_by`` already) and nobody holds."""
+    now = timezone.now()
+    return list(
+        Delivery.objects.filter(
+            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
+            status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
+            next_attempt_at__lte=now - overdue_by,
+        )
+        .order_by("next_attempt_at")
+        .values_list("pk", flat=True)[:limit]
+    )
+
+
+def sweep() -> int:
+    """Hands every due delivery to a worker (the broker may have lost it); embedded mode
+    attempts them right here."""
+    from config.celery import app
+
+    if app.conf.task_always_eager:
+        due = due_deliveries()
+        for delivery_id in due:
+            attempt(delivery_id)
+        return len(due)
+    due = due_deliveries(overdue_by=SWEEP_GRACE)
+    for delivery_id in due:
+        queue(delivery_id)
+    return len(due)
+
+
+def replay(*, delivery: Delivery) -> Delivery:
+    """Sends the same delivery again (same id and body; new timestamp and signature) as a new
+    series of attempts."""
+    Delivery.objects.filter(pk=delivery.pk).update(
+        status=DeliveryStatus.PENDING,
+        attempt_count=0,
+        next_attempt_at=timezone.now(),
+        leased_until=None,
+        updated_at=timezone.now(),
+    )
+    queue(delivery.pk)
+    delivery.refresh_from_db()
+    return delivery
+
+
+def send_test(*, endpoint: Endpoint) -> Delivery:
+    """A ``webhook.test`` delivery to this endpoint, logged like any other."""
+    with transaction.atomic():
+        return _new_delivery(
+            endpoint,
+            TEST_EVENT,
+            {
+                "endpoint": {"id": endpoint.pk, "url": endpoint.url},
+                "message": "This is a test event from Pigeonhole.",
+            },
+            None,
+        )
