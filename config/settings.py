@@ -174,7 +174,8 @@ EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
 CLASSIFIER_URL = env.str("CLASSIFIER_URL", default="")
 CLASSIFIER_MODEL = env.str("CLASSIFIER_MODEL", default="")
 CLASSIFIER_API_KEY = env.str("CLASSIFIER_API_KEY", default="")
-CLASSIFIER_TIMEOUT = env.float("CLASSIFIER_TIMEOUT", default=5.0)
+CLASSIFIER_TIMEOUT = env.float("CLASSIFIER_TIMEOUT", default=5.0)  # email.received waits this long
+CLASSIFIER_REQUEST_TIMEOUT = env.float("CLASSIFIER_REQUEST_TIMEOUT", default=30.0)  # late answers
 
 # Outbound mail: EMAIL_URL (smtp://host:port) unless EMAIL_BACKEND names another backend (SES).
 _email = env.email_url("EMAIL_URL", default="smtp://localhost:25")

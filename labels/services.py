@@ -82,7 +82,7 @@ def backend() -> Backend:
             url=settings.CLASSIFIER_URL,
             model=settings.CLASSIFIER_MODEL,
             api_key=settings.CLASSIFIER_API_KEY,
-            timeout=settings.CLASSIFIER_TIMEOUT,
+            timeout=settings.CLASSIFIER_REQUEST_TIMEOUT,
         )
     from labels.classifier.builtin import BuiltinBackend
 

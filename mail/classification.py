@@ -3,7 +3,7 @@
 The classifier answers every active label of the workspace in parallel threads (no database use
 in them: examples are read first). Answers in time go into ``email.received``; when
 ``CLASSIFIER_TIMEOUT`` passes, the email is announced with what is known and late answers fire
-``email.labeled`` when they come (up to ``LATE_LIMIT`` seconds).
+``email.labeled`` when they come (up to ``CLASSIFIER_REQUEST_TIMEOUT`` seconds).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from mail.pipeline import announce, emit_labeled
 
 logger = logging.getLogger(__name__)
 
-LATE_LIMIT = 60.0
 OVERDUE_GRACE = timedelta(seconds=30)
 
 
@@ -80,7 +79,7 @@ def classify_and_announce(*, email_id: str) -> int:
     announce(email=email, inbox=email.inbox)
     if late:
         logger.info("classifier late for %s: %d label(s)", email_id, len(late))
-        finished, _ = wait(late, timeout=LATE_LIMIT)
+        finished, _ = wait(late, timeout=settings.CLASSIFIER_REQUEST_TIMEOUT + 1)
         late_applied = _record(email, [(futures[f], f.result()) for f in finished])
         if late_applied:
             with transaction.atomic():
