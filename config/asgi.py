@@ -18,6 +18,9 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mail.realtime import stream_app, wait_app  # noqa: E402
+from outbox.realtime import wait_for_decision  # noqa: E402
+
+outbox_waiting = wait_for_decision(django_asgi_app)
 
 application = ProtocolTypeRouter(
     {
@@ -29,6 +32,8 @@ application = ProtocolTypeRouter(
                 re_path(
                     r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/stream$", AuthMiddlewareStack(stream_app)
                 ),
+                re_path(r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/send$", outbox_waiting),
+                re_path(r"^api/v1/outbox/(?P<item_id>[^/]+)$", outbox_waiting),
                 re_path(r"", django_asgi_app),
             ]
         )

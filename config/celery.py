@@ -19,4 +19,6 @@ app.conf.beat_schedule = {
     "prune-events": {"task": "webhooks.prune_events", "schedule": 600.0},
     "announce-overdue-emails": {"task": "mail.announce_overdue", "schedule": 15.0},
     "sweep-webhook-deliveries": {"task": "webhooks.sweep", "schedule": 2.0},
+    "sweep-outbox-deliveries": {"task": "outbox.sweep", "schedule": 15.0},
+    "expire-pending-outbox": {"task": "outbox.expire_pending", "schedule": 300.0},
 }

@@ -187,6 +187,16 @@ EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _email.get("EMAIL_USE_TLS", False)
 EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = 30
+# Amazon SES through django-ses (EMAIL_BACKEND=django_ses.SESBackend).
+AWS_SES_REGION_NAME = env.str("AWS_SES_REGION_NAME", default="us-east-1")
+AWS_SES_REGION_ENDPOINT = env.str(
+    "AWS_SES_REGION_ENDPOINT", default=f"email.{AWS_SES_REGION_NAME}.amazonaws.com"
+)
+AWS_SES_REGION_ENDPOINT_URL = env.str(
+    "AWS_SES_REGION_ENDPOINT_URL", default=f"https://{AWS_SES_REGION_ENDPOINT}"
+)
+AWS_ACCESS_KEY_ID = env.str("AWS_ACCESS_KEY_ID", default="") or None
+AWS_SECRET_ACCESS_KEY = env.str("AWS_SECRET_ACCESS_KEY", default="") or None
 
 # --- Security ----------------------------------------------------------------------------------
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=False)

@@ -14,6 +14,7 @@ api_v1 = [
     path("", include("mail.urls")),
     path("", include("labels.urls")),
     path("", include("webhooks.urls")),
+    path("", include("outbox.urls")),
 ]
 
 urlpatterns = [

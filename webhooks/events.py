@@ -39,6 +39,14 @@ INBOX_EXPIRED = "inbox.expired"
 
 AfterCommit = Callable[[Event], None]
 _after_commit: list[AfterCommit] = []
+_in_transaction: list[AfterCommit] = []
+
+
+def on_record(hook: AfterCommit) -> AfterCommit:
+    """Registers ``hook`` to run inside the transaction that records each event (decorator):
+    for work that must commit with the event or not at all (e.g. the forward_to copy)."""
+    _in_transaction.append(hook)
+    return hook
 
 
 def on_event(hook: AfterCommit) -> AfterCommit:
@@ -73,6 +81,8 @@ def emit(*, workspace_id: str, type: str, data: dict[str, Any], inbox_id: str = 
             workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data, prev_id=prev_id
         )
         fan_out(event)  # webhook deliveries commit with their event, or not at all
+        for hook in _in_transaction:
+            hook(event)
     transaction.on_commit(lambda: _run_hooks(event))
     return event
 
@@ -101,14 +111,23 @@ def wake_message(event: Event) -> dict[str, Any]:
     }
 
 
+def outbox_group(item_id: str) -> str:
+    """The channel-layer group of the waiters on one outbox item."""
+    return f"outbox.{item_id}"
+
+
 @on_event
 def wake_listeners(event: Event) -> None:
-    """Publishes the event to its inbox's group on the channel layer (any web process)."""
-    if not event.inbox_id:
+    """Publishes the event to its inbox's (or outbox item's) group on the channel layer."""
+    if event.inbox_id:
+        group = inbox_group(event.inbox_id)
+    elif event.type.startswith("outbound.") and "outbound" in event.data:
+        group = outbox_group(event.data["outbound"]["id"])
+    else:
         return
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(inbox_group(event.inbox_id), wake_message(event))
+        async_to_sync(layer.group_send)(group, wake_message(event))
 
 
 def prune(*, older_than: timedelta) -> int:

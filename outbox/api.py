@@ -1,0 +1,157 @@
+"""/inboxes/{id}/send, /outbox, /outbox/{id}, /outbox/{id}/decision.
+
+``wait`` on send and on GET /outbox/{id} is served by ``outbox.realtime`` in front of these
+views: the view answers at once, and the wrapper waits for the decision without a thread.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from apikeys.principal import Principal
+from config.api.errors import Forbidden, ValidationFailed
+from config.api.pagination import page_body, paginate
+from config.api.query import parse_query
+from config.api.schema import page_of
+from inboxes import selectors as inbox_selectors
+from mail.exceptions import EmailNotFound
+from mail.selectors import email_get
+from outbox import selectors, services
+from outbox.serializers import DecisionIn, OutboxListQuery, OutboxOut, SendIn, WaitQuery
+
+IDEMPOTENCY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Retrying with the same key within 24 h returns the original item instead of "
+    "sending again; the same key with a different body is a validation_error.",
+)
+INBOX_ID = OpenApiParameter(
+    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+)
+
+
+def _render(item: object, status: int = 200) -> Response:
+    return Response(OutboxOut(services.outbound_record(item)).data, status=status)
+
+
+class SendApi(APIView):
+    scopes = {"POST": "send"}
+    tags = ["Outbox"]
+
+    @extend_schema(
+        operation_id="sendEmail",
+        parameters=[INBOX_ID, WaitQuery, IDEMPOTENCY],
+        request=SendIn,
+        responses={
+            200: OpenApiResponse(OutboxOut, description="Sent (handed to delivery)."),
+            202: OpenApiResponse(OutboxOut, description="Pending human approval."),
+        },
+        description="Sends from the inbox. With approval required (workspace setting, or a key "
+        "with require_approval) the item is pending and the answer is 202; `wait` holds the "
+        "answer until the decision (or the timeout). Recipients on domains this instance "
+        "hosts are delivered through its own pipeline.",
+    )
+    def post(self, request: Request, inbox_id: str) -> Response:
+        parse_query(WaitQuery, request)
+        principal: Principal = request.auth
+        inbox = inbox_selectors.inbox_get(principal.workspace, inbox_id)
+        body = SendIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        reply_to = None
+        if data.get("in_reply_to"):
+            try:
+                reply_to = email_get(principal.workspace, data["in_reply_to"])
+            except EmailNotFound:
+                raise ValidationFailed.at("in_reply_to", "No such email.") from None
+        key = request.headers.get("Idempotency-Key", "").strip()
+        if len(key) > 255:
+            raise ValidationFailed.at("Idempotency-Key", "At most 255 characters.")
+        item, _ = services.send(
+            principal=principal,
+            inbox=inbox,
+            to=data["to"],
+            cc=data["cc"],
+            subject=data["subject"],
+            text=data["text"],
+            html=data["html"],
+            reply_to_email=reply_to,
+            reason=data["reason"],
+            idempotency_key=key,
+            body_hash=services.request_hash(request.data, inbox.pk) if key else "",
+        )
+        return _render(item, 202 if item.status == "pending" else 200)
+
+
+class OutboxApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Outbox"]
+
+    @extend_schema(
+        operation_id="listOutbox", parameters=[OutboxListQuery], responses=page_of(OutboxOut)
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_query(OutboxListQuery, request)
+        rows, cursor = paginate(
+            selectors.outbox_list(
+                request.auth.workspace, status=query.get("status")
+            ).select_related("decided_by"),
+            limit=query["limit"],
+            cursor=query.get("cursor"),
+        )
+        data = [OutboxOut(services.outbound_record(row)).data for row in rows]
+        return Response(page_body(data, cursor))
+
+
+class OutboxItemApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Outbox"]
+
+    @extend_schema(
+        operation_id="getOutboxItem",
+        parameters=[WaitQuery],
+        responses=OutboxOut,
+        description="`wait` (at most 120 s) holds the answer while the item is pending, until "
+        "any change of its status.",
+    )
+    def get(self, request: Request, item_id: str) -> Response:
+        parse_query(WaitQuery, request)
+        return _render(selectors.outbox_get(request.auth.workspace, item_id))
+
+
+class DecisionApi(APIView):
+    scopes = {"POST": "admin"}
+    tags = ["Outbox"]
+
+    @extend_schema(
+        operation_id="decideOutboxItem",
+        request=DecisionIn,
+        responses=OutboxOut,
+        description="Approve (optionally editing subject and text first) or reject a pending "
+        "item. Only an owner or admin in a dashboard session (same origin, CSRF token): API "
+        "keys get 403 forbidden whatever their scopes. 409 invalid_state when not pending.",
+    )
+    def check_permissions(self, request: Request) -> None:
+        # Credential type and role come before scopes: a key or a member is refused as such.
+        principal = request.auth
+        if isinstance(principal, Principal):
+            if principal.kind != "session":
+                raise Forbidden("Decisions are made by a person in the dashboard, not a key.")
+            if principal.role not in ("owner", "admin"):
+                raise Forbidden("Only an owner or an admin may decide.")
+        super().check_permissions(request)
+
+    def post(self, request: Request, item_id: str) -> Response:
+        principal: Principal = request.auth
+        item = selectors.outbox_get(principal.workspace, item_id)
+        body = DecisionIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        item = services.decide(
+            item=item, user=principal.user, role=principal.role, **body.validated_data
+        )
+        return _render(item)

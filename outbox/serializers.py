@@ -1,0 +1,82 @@
+"""Request and response shapes of the outbox API."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from config.api.query import PageQuery
+from mail.serializers import AddressOut
+from outbox.models import Status
+
+
+class SendIn(serializers.Serializer):
+    to = serializers.ListField(
+        child=serializers.EmailField(max_length=320), min_length=1, max_length=50
+    )
+    cc = serializers.ListField(
+        child=serializers.EmailField(max_length=320), max_length=50, default=list
+    )
+    subject = serializers.CharField(max_length=998, allow_blank=True)
+    text = serializers.CharField(max_length=1_000_000, allow_blank=True, trim_whitespace=False)
+    html = serializers.CharField(
+        max_length=2_000_000, allow_blank=True, default="", trim_whitespace=False
+    )
+    in_reply_to = serializers.CharField(
+        max_length=32,
+        required=False,
+        allow_blank=True,
+        help_text="Id of the email replied to (sets In-Reply-To and References).",
+    )
+    reason = serializers.CharField(
+        max_length=2000, allow_blank=True, default="", help_text="Shown to the approver."
+    )
+
+
+class WaitQuery(serializers.Serializer):
+    wait = serializers.IntegerField(
+        min_value=0,
+        max_value=120,
+        default=0,
+        help_text="Seconds to wait for a pending item's decision.",
+    )
+
+
+class OutboxListQuery(PageQuery):
+    default_limit = 50
+    max_limit = 200
+    status = serializers.ChoiceField(choices=Status.choices, required=False)
+
+
+class DecisionIn(serializers.Serializer):
+    decision = serializers.ChoiceField(choices=["approve", "reject"])
+    note = serializers.CharField(max_length=2000, allow_blank=True, default="")
+    subject = serializers.CharField(max_length=998, allow_blank=True, required=False)
+    text = serializers.CharField(
+        max_length=1_000_000, allow_blank=True, required=False, trim_whitespace=False
+    )
+
+
+class OutboxOut(serializers.Serializer):
+    id = serializers.CharField()
+    inbox_id = serializers.CharField()
+    to = serializers.ListField(child=serializers.CharField())
+    cc = serializers.ListField(child=serializers.CharField())
+    subject = serializers.CharField()
+    text = serializers.CharField()
+    html = serializers.CharField()
+    in_reply_to = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    status = serializers.ChoiceField(choices=Status.choices)
+    error = serializers.CharField()
+    approval_required = serializers.BooleanField()
+    decided_by = serializers.CharField(allow_null=True)
+    decision_note = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+    message_id = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    sent_at = serializers.DateTimeField(allow_null=True)
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["from"] = AddressOut()
+        return fields

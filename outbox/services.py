@@ -1,0 +1,370 @@
+"""Writes of the outbox: send (with Idempotency-Key), decisions, delivery attempts, expiry,
+forwarding. Every status transition emits its ``outbound.*`` event once, which also wakes
+waiters on ``GET /outbox/{id}?wait=``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from apikeys.principal import Principal
+from config.api.errors import Forbidden, ValidationFailed
+from inboxes.models import Inbox
+from mail.models import Email, RawMessage
+from outbox import delivery as transport
+from outbox import mime
+from outbox.exceptions import InvalidState
+from outbox.models import Delivery, Kind, OutboxItem, Status
+from webhooks import events
+
+logger = logging.getLogger(__name__)
+
+OUTBOUND_PENDING = "outbound.pending"
+OUTBOUND_SENT = "outbound.sent"
+OUTBOUND_REJECTED = "outbound.rejected"
+OUTBOUND_FAILED = "outbound.failed"
+OUTBOUND_EXPIRED = "outbound.expired"  # not a webhook type; it wakes waiters
+RETRY_SCHEDULE = (30, 120, 600, 1800, 7200)  # transient relay failures
+LEASE = timedelta(seconds=120)
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+
+
+def _iso(moment: Any) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def outbound_record(item: OutboxItem) -> dict[str, Any]:
+    """The item as the API and the ``outbound.*`` events show it."""
+    return {
+        "id": item.pk,
+        "inbox_id": item.inbox_id,
+        "from": {"address": item.from_address, "name": item.from_name},
+        "to": item.to,
+        "cc": item.cc,
+        "subject": item.subject,
+        "text": item.text,
+        "html": item.html,
+        "in_reply_to": item.in_reply_to or None,
+        "reason": item.reason,
+        "status": item.status,
+        "error": item.error,
+        "approval_required": item.approval_required,
+        "decided_by": (item.decided_by.get_username() if item.decided_by_id else None),
+        "decision_note": item.decision_note,
+        "decided_at": _iso(item.decided_at),
+        "message_id": item.message_id,
+        "created_at": _iso(item.created_at),
+        "sent_at": _iso(item.sent_at),
+    }
+
+
+def _emit(item: OutboxItem, event_type: str) -> None:
+    events.emit(
+        workspace_id=item.workspace_id,
+        type=event_type,
+        data={
+            "outbound": outbound_record(item),
+            "inbox": {"id": item.inbox_id, "address": item.inbox.address},
+        },
+    )
+
+
+def request_hash(body: dict[str, Any], inbox_id: str) -> str:
+    return hashlib.sha256(
+        json.dumps({"inbox": inbox_id, "body": body}, sort_keys=True, default=str).encode()
+    ).hexdigest()
+
+
+def _build(item: OutboxItem, references: list[str]) -> bytes:
+    return mime.build(
+        from_address=item.from_address,
+        from_name=item.from_name,
+        to=item.to,
+        cc=item.cc,
+        subject=item.subject,
+        text=item.text,
+        html=item.html,
+        message_id=item.message_id,
+        in_reply_to=references[-1] if references else "",
+        references=references,
+    )
+
+
+def _mark_sent(item: OutboxItem) -> None:
+    """Approved or needing no approval: the message goes to delivery (after commit)."""
+    item.status = Status.SENT
+    item.sent_at = timezone.now()
+    item.delivery = Delivery.QUEUED
+    item.next_attempt_at = timezone.now()
+    transaction.on_commit(lambda: queue(item.pk))
+
+
+def send(
+    *,
+    principal: Principal,
+    inbox: Inbox,
+    to: list[str],
+    subject: str,
+    text: str,
+    cc: list[str] | None = None,
+    html: str = "",
+    reply_to_email: Any = None,
+    reason: str = "",
+    idempotency_key: str = "",
+    body_hash: str = "",
+) -> tuple[OutboxItem, bool]:
+    """Creates the item; returns it and whether it was created now (False: an idempotent
+    replay of an earlier request with the same key)."""
+    if idempotency_key:
+        earlier = OutboxItem.objects.filter(
+            workspace=principal.workspace,
+            idempotency_key=idempotency_key,
+            created_at__gte=timezone.now() - IDEMPOTENCY_WINDOW,
+        ).first()
+        if earlier is not None:
+            if earlier.request_hash != body_hash:
+                raise ValidationFailed.at(
+                    "Idempotency-Key", "This key was used with a different request."
+                )
+            return earlier, False
+    if inbox.is_expired():
+        raise InvalidState("The inbox has expired; extend it to send from it.")
+    references: list[str] = []
+    if reply_to_email is not None:
+        references = [*reply_to_email.references, reply_to_email.message_id]
+        references = [ref for ref in references if ref][-20:]
+    approval = principal.requires_approval
+    item = OutboxItem(
+        workspace=principal.workspace,
+        inbox=inbox,
+        key=principal.key,
+        kind=Kind.SEND,
+        from_address=inbox.address,
+        from_name=inbox.name,
+        to=to,
+        cc=cc or [],
+        subject=subject,
+        text=text,
+        html=html,
+        in_reply_to=reply_to_email.pk if reply_to_email is not None else "",
+        reason=reason,
+        status=Status.PENDING,
+        approval_required=approval,
+        message_id=mime.new_message_id(inbox.domain),
+        idempotency_key=idempotency_key,
+        request_hash=body_hash,
+    )
+    item.raw = _build(item, references)
+    try:
+        with transaction.atomic():
+            if not approval:
+                _mark_sent(item)
+            item.save()
+            _emit(item, OUTBOUND_PENDING if approval else OUTBOUND_SENT)
+    except IntegrityError:  # the same key raced in from a retry
+        earlier = OutboxItem.objects.get(
+            workspace=principal.workspace, idempotency_key=idempotency_key
+        )
+        if earlier.request_hash != body_hash:
+            raise ValidationFailed.at(
+                "Idempotency-Key", "This key was used with a different request."
+            ) from None
+        return earlier, False
+    return item, True
+
+
+def decide(
+    *,
+    item: OutboxItem,
+    user: Any,
+    role: str | None,
+    decision: str,
+    note: str = "",
+    subject: str | None = None,
+    text: str | None = None,
+) -> OutboxItem:
+    """Approve (optionally with edits) or reject a pending item; exactly one decision wins."""
+    if role not in ("owner", "admin"):
+        raise Forbidden("Only an owner or an admin may decide.")
+    now = timezone.now()
+    with transaction.atomic():
+        locked = OutboxItem.objects.select_for_update().select_related("inbox").get(pk=item.pk)
+        if locked.status != Status.PENDING:
+            raise InvalidState(f"The item is {locked.status}, not pending.")
+        locked.decided_by, locked.decided_at, locked.decision_note = user, now, note
+        if decision == "approve":
+            if subject is not None:
+                locked.subject = subject
+            if text is not None:
+                locked.text = text
+            reply = []
+            if locked.in_reply_to:
+                original = Email.objects.filter(pk=locked.in_reply_to).first()
+                if original is not None:
+                    reply = [*original.references, original.message_id]
+            locked.raw = _build(locked, [r for r in reply if r][-20:])
+            _mark_sent(locked)
+            locked.save()
+            _emit(locked, OUTBOUND_SENT)
+        else:
+            locked.status = Status.REJECTED
+            locked.save()
+            _emit(locked, OUTBOUND_REJECTED)
+    return locked
+
+
+def queue(item_id: str, countdown: float | None = None) -> None:
+    """Hands delivery to a worker; in embedded mode (eager tasks) it runs right away."""
+    from outbox.tasks import deliver
+
+    try:
+        deliver.apply_async((item_id,), countdown=countdown)
+    except Exception:
+        logger.warning("could not queue outbox delivery %s; the sweeper will", item_id)
+
+
+def _claim(item_id: str) -> bool:
+    now = timezone.now()
+    return (
+        OutboxItem.objects.filter(
+            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
+            pk=item_id,
+            delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
+            next_attempt_at__lte=now,
+        ).update(leased_until=now + LEASE)
+        == 1
+    )
+
+
+def attempt_delivery(item_id: str) -> bool:
+    """One delivery attempt of a sent item, if this worker wins the lease."""
+    if not _claim(item_id):
+        return False
+    item = OutboxItem.objects.select_related("inbox").get(pk=item_id)
+    raw = bytes(item.raw)
+    recipients = list(dict.fromkeys([*item.to, *item.cc]))
+    internal, external = transport.split_recipients(recipients)
+    notes: list[str] = []
+    if internal and not item.internal_delivered:
+        notes += transport.deliver_internal(raw, mail_from=item.from_address, recipients=internal)
+        OutboxItem.objects.filter(pk=item.pk).update(internal_delivered=True)
+    failure: transport.Failure | None = None
+    if external:
+        try:
+            transport.deliver_external(raw, mail_from=item.from_address, recipients=external)
+        except transport.Failure as exc:
+            failure = exc
+    with transaction.atomic():
+        item.attempts += 1
+        item.leased_until = None
+        if failure is None:
+            item.delivery, item.next_attempt_at = Delivery.DONE, None
+            item.error = "; ".join(notes)
+        elif not failure.permanent and item.attempts <= len(RETRY_SCHEDULE):
+            delay = RETRY_SCHEDULE[item.attempts - 1] * random.uniform(0.9, 1.1)
+            item.delivery = Delivery.RETRYING
+            item.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+            item.error = failure.message
+        else:
+            item.delivery, item.next_attempt_at = Delivery.FAILED, None
+            item.status, item.error = Status.FAILED, failure.message
+        item.save(
+            update_fields=[
+                "attempts",
+                "leased_until",
+                "delivery",
+                "next_attempt_at",
+                "error",
+                "status",
+            ]
+        )
+        if item.status == Status.FAILED:
+            _emit(item, OUTBOUND_FAILED)
+    if item.delivery == Delivery.RETRYING:
+        from config.celery import app
+
+        if not app.conf.task_always_eager:
+            queue(item.pk, countdown=(item.next_attempt_at - timezone.now()).total_seconds())
+    return True
+
+
+def sweep() -> int:
+    """Delivery attempts that are due and unclaimed (lost tasks, and retries in embedded mode)."""
+    now = timezone.now()
+    due = list(
+        OutboxItem.objects.filter(
+            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
+            delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
+            next_attempt_at__lte=now,
+        ).values_list("pk", flat=True)[:200]
+    )
+    for item_id in due:
+        queue(item_id)
+    return len(due)
+
+
+def expire_pending(*, now: Any = None) -> int:
+    """Pending items older than ``OUTBOX_APPROVAL_HOURS`` become ``expired``."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(hours=settings.OUTBOX_APPROVAL_HOURS)
+    count = 0
+    for item_id in OutboxItem.objects.filter(
+        status=Status.PENDING, created_at__lt=cutoff
+    ).values_list("pk", flat=True)[:500]:
+        with transaction.atomic():
+            if OutboxItem.objects.filter(pk=item_id, status=Status.PENDING).update(
+                status=Status.EXPIRED
+            ):
+                item = OutboxItem.objects.select_related("inbox").get(pk=item_id)
+                _emit(item, OUTBOUND_EXPIRED)
+                count += 1
+    return count
+
+
+def forward(*, inbox: Inbox, raw: bytes, headers: list, subject: str = "") -> OutboxItem | None:
+    """Copies a received message to the inbox's ``forward_to`` (never twice: loop guard)."""
+    if not inbox.forward_to or mime.has_loop_header(headers):
+        return None
+    item = OutboxItem(
+        workspace_id=inbox.workspace_id,
+        inbox=inbox,
+        kind=Kind.FORWARD,
+        from_address=inbox.address,
+        from_name=inbox.name,
+        to=[inbox.forward_to],
+        subject="",
+        status=Status.PENDING,
+        reason="forward_to",
+        message_id="",
+        raw=mime.with_loop_header(raw, inbox.address),
+    )
+    with transaction.atomic():
+        _mark_sent(item)
+        item.save()
+        _emit(item, OUTBOUND_SENT)
+    return item
+
+
+@events.on_record
+def forward_received(event: Any) -> None:
+    """In the transaction of ``email.received``: the copy for the inbox's ``forward_to``."""
+    if event.type != events.EMAIL_RECEIVED:
+        return
+    inbox = Inbox.objects.filter(pk=event.inbox_id).exclude(forward_to=None).exclude(forward_to="")
+    inbox = inbox.first()
+    if inbox is None:
+        return
+    email_id = event.data["email"]["id"]
+    email = Email.objects.filter(pk=email_id).only("headers", "subject").first()
+    raw = RawMessage.objects.filter(email_id=email_id).values_list("content", flat=True).first()
+    if email is not None and raw is not None:
+        forward(inbox=inbox, raw=bytes(raw), headers=email.headers, subject=email.subject)

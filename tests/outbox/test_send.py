@@ -1,0 +1,317 @@
+"""Sending from an inbox: MIME, internal and external delivery, threading, relay failures,
+idempotency, approvals by session, expiry, forward_to, and the events of every transition."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from apikeys.models import Workspace
+from inboxes import services as inbox_services
+from inboxes.models import Inbox
+from mail import pipeline
+from mail.models import Email
+from outbox import services
+from outbox.models import OutboxItem
+from tests.conftest import Api, error_of
+from tests.factories import MembershipFactory
+from tests.mail.messages import message
+from tests.outbox.conftest import Sink
+from webhooks.models import Event
+
+# Delivery is handed over after commit: these tests commit for real.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def inbox(workspace: Workspace) -> Inbox:
+    return inbox_services.inbox_create(workspace=workspace, local_part="agent", name="Agent Smith")
+
+
+def outbound_events(item_id: str) -> list[str]:
+    return [
+        e.type
+        for e in Event.objects.filter(type__startswith="outbound.").order_by("id")
+        if e.data["outbound"]["id"] == item_id
+    ]
+
+
+def test_send_external_mime(api: Api, inbox: Inbox, sink: Sink) -> None:
+    response = api.call(
+        "POST",
+        f"inboxes/{inbox.address}/send",
+        {
+            "to": ["bob@example.com"],
+            "cc": ["carol@example.org"],
+            "subject": "Hello Bob",
+            "text": "Plain body",
+            "html": "<p>HTML body</p>",
+            "reason": "Follow-up",
+        },
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "sent" and body["id"].startswith("out_")
+    assert body["from"] == {"address": inbox.address, "name": "Agent Smith"}
+    assert body["approval_required"] is False and body["sent_at"]
+    ((mail_from, rcpts, raw),) = sink.received
+    assert mail_from == inbox.address and sorted(rcpts) == ["bob@example.com", "carol@example.org"]
+    msg = sink.messages()[0]
+    assert msg["From"] == f"Agent Smith <{inbox.address}>"
+    assert msg["To"] == "bob@example.com" and msg["Cc"] == "carol@example.org"
+    assert msg["Subject"] == "Hello Bob" and msg["Date"]
+    assert msg["Message-ID"] == f"<{body['message_id']}>"
+    assert msg.get_content_type() == "multipart/alternative"
+    assert msg.get_body(("plain",)).get_content().strip() == "Plain body"
+    assert msg.get_body(("html",)).get_content().strip() == "<p>HTML body</p>"
+    assert bytes(OutboxItem.objects.get(pk=body["id"]).raw) == raw  # a copy of what was sent
+    assert outbound_events(body["id"]) == ["outbound.sent"]
+
+
+def test_send_internal_goes_through_the_pipeline(
+    api: Api, inbox: Inbox, workspace: Workspace, sink: Sink
+) -> None:
+    target = inbox_services.inbox_create(workspace=workspace, local_part="target")
+    response = api.call(
+        "POST",
+        f"inboxes/{inbox.pk}/send",
+        {"to": [target.address], "subject": "Your code is 771234", "text": "Code: 771234"},
+    )
+    assert response.status_code == 200
+    email = Email.objects.get(inbox=target)
+    assert email.subject == "Your code is 771234" and email.extracted["code"] == "771234"
+    assert email.from_address == inbox.address
+    assert Event.objects.filter(type="email.received", inbox_id=target.pk).count() == 1
+    assert sink.received == []
+
+
+def test_reply_threads(api: Api, inbox: Inbox, sink: Sink) -> None:
+    raw = message(to=inbox.address, subject="Question", headers={"References": "<root@x.example>"})
+    original = Email.objects.get(pk=pipeline.receive_one(raw, to=inbox.address).email_id)
+    response = api.call(
+        "POST",
+        f"inboxes/{inbox.pk}/send",
+        {
+            "to": ["asker@example.com"],
+            "subject": "Re: Question",
+            "text": "Answer",
+            "in_reply_to": original.pk,
+        },
+    )
+    assert response.json()["in_reply_to"] == original.pk
+    msg = sink.messages()[0]
+    assert msg["In-Reply-To"] == f"<{original.message_id}>"
+    assert msg["References"].split() == ["<root@x.example>", f"<{original.message_id}>"]
+
+
+def test_send_validation_and_tenancy(
+    api: Api, other_api: Api, inbox: Inbox, workspace: Workspace
+) -> None:
+    path = f"inboxes/{inbox.pk}/send"
+    for body, field in [
+        ({"subject": "s", "text": "t"}, "to"),
+        ({"to": [], "subject": "s", "text": "t"}, "to"),
+        ({"to": ["not-an-address"], "subject": "s", "text": "t"}, "to.0"),
+        ({"to": ["a@b.example"], "text": "t"}, "subject"),
+        ({"to": ["a@b.example"], "subject": "s"}, "text"),
+        ({"to": ["a@b.example"], "subject": "s", "text": "t", "cc": ["x"]}, "cc.0"),
+        (
+            {"to": ["a@b.example"], "subject": "s", "text": "t", "in_reply_to": "eml_nope"},
+            "in_reply_to",
+        ),
+    ]:
+        response = api.call("POST", path, body)
+        assert error_of(response) == (400, "validation_error"), body
+        assert response.json()["error"]["issues"][0]["path"] == field
+    assert error_of(
+        other_api.call("POST", path, {"to": ["a@b.example"], "subject": "s", "text": "t"})
+    ) == (404, "not_found")
+    theirs = inbox_services.inbox_create(workspace=other_api_workspace(other_api), local_part="x")
+    email_id = pipeline.receive_one(message(to=theirs.address), to=theirs.address).email_id
+    response = api.call(
+        "POST", path, {"to": ["a@b.example"], "subject": "s", "text": "t", "in_reply_to": email_id}
+    )
+    assert error_of(response) == (400, "validation_error")  # another workspace's email
+    assert OutboxItem.objects.count() == 0
+
+
+def other_api_workspace(client: Api) -> Workspace:
+    return Workspace.objects.get(pk=client.call("GET", "me").json()["workspace"]["id"])
+
+
+def test_relay_failures(api: Api, inbox: Inbox, sink: Sink) -> None:
+    sink.answers = ["550 5.1.1 No such user"]
+    body = api.call(
+        "POST",
+        f"inboxes/{inbox.pk}/send",
+        {"to": ["gone@example.com"], "subject": "s", "text": "t"},
+    ).json()
+    item = OutboxItem.objects.get(pk=body["id"])
+    assert item.status == "failed" and "550" in item.error
+    assert outbound_events(item.pk) == ["outbound.sent", "outbound.failed"]
+    sink.answers = ["451 4.3.0 Try later"]
+    body = api.call(
+        "POST",
+        f"inboxes/{inbox.pk}/send",
+        {"to": ["later@example.com"], "subject": "s2", "text": "t"},
+    ).json()
+    item = OutboxItem.objects.get(pk=body["id"])
+    assert item.status == "sent" and item.delivery == "retrying" and "451" in item.error
+    with time_machine.travel(timezone.now() + timedelta(minutes=1)):
+        assert services.sweep() == 1
+    item.refresh_from_db()
+    assert item.delivery == "done" and item.attempts == 2
+    assert [rcpts for _, rcpts, _ in sink.received] == [["later@example.com"]]
+
+
+def test_idempotency_key(api: Api, inbox: Inbox, sink: Sink) -> None:
+    body = {"to": ["bob@example.com"], "subject": "Once", "text": "Only once"}
+    first = api.post(
+        f"/api/v1/inboxes/{inbox.pk}/send", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
+    )
+    again = api.post(
+        f"/api/v1/inboxes/{inbox.pk}/send", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
+    )
+    assert first.status_code == again.status_code == 200
+    assert first.json() == again.json()
+    assert len(sink.received) == 1 and OutboxItem.objects.count() == 1
+    other = api.post(
+        f"/api/v1/inboxes/{inbox.pk}/send",
+        {**body, "text": "changed"},
+        format="json",
+        HTTP_IDEMPOTENCY_KEY="k-1",
+    )
+    assert error_of(other) == (400, "validation_error")
+    assert other.json()["error"]["issues"][0]["path"] == "Idempotency-Key"
+
+
+@pytest.fixture
+def approvals(workspace: Workspace) -> Workspace:
+    workspace.require_approval = True
+    workspace.save()
+    return workspace
+
+
+def session(workspace: Workspace, role: str, csrf: bool = True) -> APIClient:
+    membership = MembershipFactory(workspace=workspace, role=role)
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(membership.user)
+    if csrf:
+        client.get("/admin/login/")
+        client.credentials(HTTP_X_CSRFTOKEN=client.cookies["csrftoken"].value)
+    return client
+
+
+def test_approval_flow_with_edits(api: Api, approvals: Workspace, inbox: Inbox, sink: Sink) -> None:
+    response = api.call(
+        "POST",
+        f"inboxes/{inbox.pk}/send",
+        {
+            "to": ["bob@example.com"],
+            "subject": "Draft",
+            "text": "Draft text",
+            "reason": "Needs a human",
+        },
+    )
+    assert response.status_code == 202
+    item = response.json()
+    assert item["status"] == "pending" and item["approval_required"] is True and sink.received == []
+    assert [i["id"] for i in api.call("GET", "outbox", {"status": "pending"}).json()["data"]] == [
+        item["id"]
+    ]
+    owner = session(approvals, "owner")
+    decided = owner.post(
+        f"/api/v1/outbox/{item['id']}/decision",
+        {"decision": "approve", "subject": "Final", "text": "Final text", "note": "ok"},
+        format="json",
+    )
+    assert decided.status_code == 200, decided.content
+    body = decided.json()
+    assert body["status"] == "sent" and body["decided_by"] and body["decision_note"] == "ok"
+    msg = sink.messages()[0]
+    assert msg["Subject"] == "Final" and msg.get_content().strip() == "Final text"
+    again = owner.post(
+        f"/api/v1/outbox/{item['id']}/decision", {"decision": "reject"}, format="json"
+    )
+    assert error_of(again) == (409, "invalid_state")
+    assert outbound_events(item["id"]) == ["outbound.pending", "outbound.sent"]
+
+
+def test_reject_and_who_may_decide(
+    api: Api, approvals: Workspace, inbox: Inbox, sink: Sink, workspace: Workspace, make_key
+) -> None:  # type: ignore[no-untyped-def]
+    item = api.call(
+        "POST", f"inboxes/{inbox.pk}/send", {"to": ["bob@example.com"], "subject": "s", "text": "t"}
+    ).json()
+    path = f"/api/v1/outbox/{item['id']}/decision"
+    for scopes in [("read",), ("write",), ("send",), ("admin",)]:
+        response = Api(make_key(workspace, scopes)).post(
+            path, {"decision": "approve"}, format="json"
+        )
+        assert response.status_code == 403, scopes
+        assert response.json()["error"]["code"] in {"forbidden", "insufficient_scope"}
+        if "admin" in scopes:
+            assert response.json()["error"]["code"] == "forbidden"
+    assert error_of(
+        session(approvals, "member").post(path, {"decision": "approve"}, format="json")
+    ) == (403, "forbidden")
+    assert error_of(
+        session(approvals, "owner", csrf=False).post(path, {"decision": "approve"}, format="json")
+    ) == (403, "forbidden")
+    admin = session(approvals, "admin")
+    rejected = admin.post(path, {"decision": "reject", "note": "no"}, format="json").json()
+    assert rejected["status"] == "rejected" and sink.received == []
+    assert outbound_events(item["id"]) == ["outbound.pending", "outbound.rejected"]
+
+
+def test_key_requiring_approval(workspace: Workspace, inbox: Inbox, make_key, sink: Sink) -> None:  # type: ignore[no-untyped-def]
+    careful = Api(make_key(workspace, ("send",), require_approval=True))
+    response = careful.call(
+        "POST", f"inboxes/{inbox.pk}/send", {"to": ["x@example.com"], "subject": "s", "text": "t"}
+    )
+    assert response.status_code == 202 and sink.received == []
+
+
+def test_pending_items_expire(api: Api, approvals: Workspace, inbox: Inbox, sink: Sink) -> None:
+    item = api.call(
+        "POST", f"inboxes/{inbox.pk}/send", {"to": ["x@example.com"], "subject": "s", "text": "t"}
+    ).json()
+    assert services.expire_pending() == 0
+    with time_machine.travel(timezone.now() + timedelta(hours=73)):
+        assert services.expire_pending() == 1
+    assert api.call("GET", f"outbox/{item['id']}").json()["status"] == "expired"
+    owner = session(approvals, "owner")
+    response = owner.post(
+        f"/api/v1/outbox/{item['id']}/decision", {"decision": "approve"}, format="json"
+    )
+    assert error_of(response) == (409, "invalid_state") and sink.received == []
+
+
+def test_forward_to_and_loop_guard(workspace: Workspace, sink: Sink) -> None:
+    a = inbox_services.inbox_create(workspace=workspace, local_part="a")
+    b = inbox_services.inbox_create(workspace=workspace, local_part="b", forward_to=None)
+    inbox_services.inbox_update(inbox=a, forward_to=b.address)
+    inbox_services.inbox_update(inbox=b, forward_to=a.address)  # a loop, on purpose
+    external = inbox_services.inbox_create(
+        workspace=workspace, local_part="c", forward_to="me@elsewhere.example"
+    )
+    pipeline.receive_one(message(to=a.address, subject="Ping"), to=a.address)
+    assert Email.objects.filter(inbox=a).count() == 1
+    copy = Email.objects.get(inbox=b)
+    assert copy.subject == "Ping" and any(h[0] == "X-Pigeonhole-Forwarded-By" for h in copy.headers)
+    assert OutboxItem.objects.filter(kind="forward").count() == 1  # b did not forward it back
+    pipeline.receive_one(message(to=external.address, subject="Out"), to=external.address)
+    forwarded = OutboxItem.objects.get(inbox=external)
+    assert forwarded.status == "sent" and forwarded.approval_required is False
+    assert sink.received[0][1] == ["me@elsewhere.example"]
+
+
+def test_stats_count_outbox(api: Api, inbox: Inbox, sink: Sink) -> None:
+    api.call(
+        "POST", f"inboxes/{inbox.pk}/send", {"to": ["x@example.com"], "subject": "s", "text": "t"}
+    )
+    assert api.call("GET", "stats").json()["outbox"]["sent"] == 1
