@@ -315,3 +315,40 @@ def test_stats_count_outbox(api: Api, inbox: Inbox, sink: Sink) -> None:
         "POST", f"inboxes/{inbox.pk}/send", {"to": ["x@example.com"], "subject": "s", "text": "t"}
     )
     assert api.call("GET", "stats").json()["outbox"]["sent"] == 1
+
+
+def test_concurrent_approvals_send_once(
+    api: Api, approvals: Workspace, inbox: Inbox, sink: Sink
+) -> None:
+    import threading
+
+    from django.db import connection
+
+    from outbox.exceptions import InvalidState
+    from tests.factories import UserFactory
+
+    item_id = api.call(
+        "POST", f"inboxes/{inbox.pk}/send", {"to": ["x@example.com"], "subject": "s", "text": "t"}
+    ).json()["id"]
+    outcomes: list[str] = []
+    user = UserFactory()
+
+    def approve() -> None:
+        try:
+            services.decide(
+                item=OutboxItem.objects.get(pk=item_id), user=user, role="owner", decision="approve"
+            )
+            outcomes.append("won")
+        except InvalidState:
+            outcomes.append("409")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=approve) for _ in range(10)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["409"] * 9 + ["won"]
+    assert len(sink.received) == 1
+    assert outbound_events(item_id) == ["outbound.pending", "outbound.sent"]
