@@ -15,7 +15,6 @@ import re
 from datetime import datetime
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
@@ -24,7 +23,7 @@ from rest_framework import serializers
 from apikeys.authentication import principal_for_scope
 from apikeys.principal import Principal
 from apikeys.throttling import hit
-from config.api.asgi import Receive, Send, query_params, send_empty, send_error, send_json
+from config.api.asgi import Receive, Send, db_call, query_params, send_empty, send_error, send_json
 from config.api.errors import ApiError, InsufficientScope, RateLimited, to_api_error
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
@@ -34,7 +33,7 @@ from mail.serializers import EmailOut
 from webhooks import events
 from webhooks.models import Event
 
-POLL_SECONDS = 5.0  # wait: re-read the database this often in case a wake-up was lost
+POLL_SECONDS = 15.0  # wait: re-read the database this often in case a wake-up was lost
 KEEPALIVE_SECONDS = 15.0  # stream: a comment line this often
 CATCH_UP_EVERY = 2  # stream: re-read the log every this many keep-alives
 STREAM_EVENTS = (
@@ -73,7 +72,7 @@ def _authorize(scope: dict[str, Any], *, allow_query_token: bool) -> Principal:
     return principal
 
 
-@database_sync_to_async
+@db_call
 def _open(scope: dict[str, Any], inbox_ref: str, *, allow_query_token: bool) -> Inbox:
     principal = _authorize(scope, allow_query_token=allow_query_token)
     return inbox_selectors.inbox_get(principal.workspace, inbox_ref)
@@ -87,7 +86,7 @@ def _matches(sender_address: str, sender_name: str, subject: str, query: dict[st
     return not (pattern is not None and not pattern.search(subject))
 
 
-@database_sync_to_async
+@db_call
 def _find(inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str]) -> dict | None:
     """The full record of the oldest matching email received at or after ``since``."""
     candidates = (
@@ -103,7 +102,7 @@ def _find(inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str]) 
     return None
 
 
-@database_sync_to_async
+@db_call
 def _load(inbox: Inbox, email_id: str) -> dict | None:
     try:
         return EmailOut(email_get(inbox.workspace, email_id)).data
@@ -230,7 +229,7 @@ def _frame(event_id: int, event_type: str, payload: dict) -> bytes:
     return f"id: {event_id}\nevent: {event_type}\ndata: {body}\n\n".encode()
 
 
-@database_sync_to_async
+@db_call
 def _events_after(inbox_id: str, after: int) -> list[tuple[int, bytes]]:
     rows = (
         Event.objects.filter(inbox_id=inbox_id, id__gt=after)
@@ -252,7 +251,7 @@ def _events_after(inbox_id: str, after: int) -> list[tuple[int, bytes]]:
     return frames
 
 
-@database_sync_to_async
+@db_call
 def _latest_event(inbox_id: str) -> int:
     last = Event.objects.filter(inbox_id=inbox_id).order_by("-id").values_list("id", flat=True)
     return last.first() or 0

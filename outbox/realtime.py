@@ -9,10 +9,9 @@ import asyncio
 import json
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from config.api.asgi import Receive, Send, query_params, send_json
+from config.api.asgi import Receive, Send, db_call, query_params, send_json
 from outbox.models import OutboxItem, Status
 from outbox.serializers import OutboxOut
 from outbox.services import outbound_record
@@ -21,7 +20,7 @@ from webhooks.events import outbox_group
 POLL_SECONDS = 2.0
 
 
-@database_sync_to_async
+@db_call
 def _current(item_id: str) -> dict | None:
     item = OutboxItem.objects.select_related("decided_by").filter(pk=item_id).defer("raw").first()
     return OutboxOut(outbound_record(item)).data if item is not None else None

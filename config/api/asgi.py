@@ -70,3 +70,23 @@ async def wait_for_disconnect(receive: Receive) -> None:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
+
+
+def db_call(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """Runs ``fn`` (database work) in the thread pool, in parallel with other requests' calls.
+
+    Channels' ``database_sync_to_async`` funnels every call through one shared thread; under a
+    thousand parked waiters that thread becomes the bottleneck. Each call here gets a healthy
+    connection and leaves none in a bad state.
+    """
+    from asgiref.sync import sync_to_async
+    from django.db import close_old_connections
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(run, thread_sensitive=False)
