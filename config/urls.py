@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView
 
+from apikeys.views import home
 from config.health import healthz
 
 api_v1 = [
@@ -23,6 +25,9 @@ urlpatterns = [
     path("api/openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("api/docs", SpectacularRedocView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", home, name="home"),
 ]
 
 handler404 = "config.api.errors.handler404"
