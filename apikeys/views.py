@@ -17,5 +17,7 @@ def home(request: HttpRequest) -> HttpResponse:
     pending = 0
     if membership is not None:
         OutboxItem = apps.get_model("outbox", "OutboxItem")  # by string: apikeys imports no app
-        pending = OutboxItem.objects.filter(workspace=membership.workspace, status="pending").count()
+        pending = OutboxItem.objects.filter(
+            workspace=membership.workspace, status="pending"
+        ).count()
     return render(request, "home.html", {"membership": membership, "pending": pending})
