@@ -1,0 +1,793 @@
+"""The built-in classifier backend: offline, deterministic, pure Python + scikit-learn.
+
+Zero-shot (no examples), a question is parsed into the email concepts it names (by the
+:mod:`~labels.classifier.lexicon`: "Is this a password reset email?" names ``password_reset``),
+and the email is scored by weighted lexical evidence for those concepts: phrases of the concept
+found in the subject (weighted up), the sender or the body, counter-evidence ("free shipping" is
+no shipment), conditional boilerplate weighted down ("If you did not request a password reset,
+...") and concepts that clearly dominate the email suppressing the others (a newsletter about
+passwords is no password reset). Questions the lexicon does not know are answered from their own
+content words. A logistic function turns the evidence into P(yes).
+
+With examples (a workspace's manual labels), scikit-learn's logistic regression is fitted on the
+zero-shot prior's log-odds (a scaled column, barely penalised), TF-IDF word n-grams (scikit-learn,
+sublinear tf) of sender, subject and body, and the lexicon's concept scores (both regularised
+towards 0). Examples that agree with the prior leave it be; examples that contradict it teach the
+words they carry. Synthetic examples built from the lexicon stand in for a missing class (only
+positives or only negatives). Fitted models are cached in a small LRU keyed by a hash of
+(question, examples) and score new emails in plain Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+from labels.classifier import lexicon
+from labels.classifier.base import EmailFacts, Example, Verdict
+from labels.classifier.lexicon import Concept
+
+# -- text normalisation -------------------------------------------------------------------------
+
+BODY_CHARS = 10_000  # the start of a body says what an email is; the rest is mostly footers
+SUBJECT_CHARS = 500
+
+_FOLD = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ł": "l", "ı": "i"})
+_TOKEN = re.compile(r"[^\W_]+|[%$€£¥]")  # words of any script, after folding
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s*\n\s*|\s{3,}|\s[|•·—–]\s")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
+def fold(text: str) -> str:
+    """Lower-cases and strips accents: "Réinitialisez" → "reinitialisez"."""
+    text = unicodedata.normalize("NFKD", text.lower().translate(_FOLD))
+    return "".join(ch for ch in text if not unicodedata.combining(ch))
+
+
+def tokens(text: str) -> list[str]:
+    return _TOKEN.findall(fold(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    tokens: tuple[str, ...]
+    conditional: bool  # "If you did not request this, ..." boilerplate
+
+
+_CONJUNCTIONS = frozenset({"and", "but", "or", "und", "et", "y", "e", "ou", "o"})
+
+
+def _is_conditional(toks: Sequence[str], is_question: bool) -> bool:
+    start = 1 if len(toks) > 1 and toks[0] in _CONJUNCTIONS else 0
+    opener = toks[start : start + 2]
+    if opener[0] in lexicon.CONDITIONAL_OPENERS or " ".join(opener) in lexicon.CONDITIONAL_OPENERS:
+        return True
+    # "Didn't ask for this?" / "Not you?" / "Waren das nicht Sie?"
+    return is_question and len(toks) <= 8 and any(t in lexicon.NEGATIONS for t in toks)
+
+
+def sentences(text: str) -> list[Sentence]:
+    out: list[Sentence] = []
+    follows_negated_question = False
+    for raw in _SENTENCE.split(text):
+        toks = tuple(tokens(raw))
+        if not toks:
+            continue
+        is_question = raw.rstrip().endswith("?")
+        negated_question = is_question and any(t in lexicon.NEGATIONS for t in toks)
+        conditional = _is_conditional(toks, is_question) or (
+            follows_negated_question and len(toks) <= 16
+        )
+        out.append(Sentence(toks, conditional))
+        follows_negated_question = negated_question
+    return out
+
+
+# -- patterns the lexicon refers to as <code>, <money>, <pctoff>, <tracknum> ----------------------
+
+_CODE_CANDIDATE = re.compile(
+    r"(?<![\w.,/#$€£:-])(?:[A-Z]-)?"
+    r"(\d{1,4}(?:[ -]\d{1,4}){1,7}|\d{4,8}|[A-Z0-9]{3,4}-[A-Z0-9]{3,4}"
+    r"|(?=[A-Z]*\d)(?=\d*[A-Z])[A-Z0-9]{5,8})"
+    r"(?![\w/%$€£:-]|[.,]\d)"
+)
+_NOT_A_CODE_AFTER = ("%", "off", "discount", "rabatt", "descuento", "sconto", "korting")
+_YEAR = re.compile(r"(19|20)\d\d")
+_MONEY = re.compile(
+    r"[$€£¥]\s?\d[\d,.]*|\b\d[\d,.]*\s?(?:[$€£¥]|(?:usd|eur|gbp|chf|cad|aud|dollars?|euros?)\b)",
+    re.IGNORECASE,
+)
+_PCT_OFF = re.compile(
+    r"\d{1,2}\s?%\s*(?:off|de descuento|de desconto|de reduction|rabatt|sconto|korting|discount)"
+    r"|(?:save|up to|hasta|bis zu|jusqu.?a|fino al|tot|ate)\s+-?\d{1,2}\s?%"
+    r"|(?<![\w+.])-\d{1,2}\s?%"
+)
+_TRACKNUM = re.compile(r"\b1Z[0-9A-Z]{16}\b|\b[A-Z]{2}\d{9}[A-Z]{2}\b")
+_LONG_NUMBER = re.compile(r"\b\d{4}(?: ?\d{4}){2,5}\b|\b\d{10,26}\b")
+_TRACK_CONTEXT = ("track", "sendung", "colis", "parcel", "package", "paket", "seguimiento", "suivi")
+
+
+def _window(text: str, start: int, end: int, before: int, after: int):  # type: ignore[no-untyped-def]
+    """The last ``before`` and first ``after`` words around ``text[start:end]``."""
+    head = tokens(text[max(0, start - 12 * before) : start])[-before:]
+    return head, tokens(text[end : end + 12 * after])[:after]
+
+
+def _has_code(text: str) -> bool:
+    """A one-time code (digits, or an upper-case token with digits) announced by a code word."""
+    for match in _CODE_CANDIDATE.finditer(text):
+        code = match.group(1)
+        grouped = code.replace(" ", "").replace("-", "")
+        if grouped != code and grouped.isdigit() and not 4 <= len(grouped) <= 8:
+            continue  # a phone or account number, not "482 913"
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        line_end = text.find("\n", match.end())
+        line = text[line_start : line_end if line_end >= 0 else len(text)]
+        alone = not line.replace(match.group(0), "").strip(" \t:-–—.")  # the code on its own line
+        before, after = _window(text, match.start(), match.end(), 20 if alone else 10, 6)
+        near = before[-6:] if not alone else before
+        if _YEAR.fullmatch(code) and not any(w in lexicon.CODE_WORDS for w in before[-3:]):
+            continue
+        if any(w.startswith(lexicon.NOT_A_CODE_CONTEXT) for w in before[-6:]):
+            continue
+        if any(w in _NOT_A_CODE_AFTER for w in after[:4]):
+            continue
+        if any(w in lexicon.CODE_WORDS for w in (*near, *after)):
+            return True
+        if code.isdigit() and any(w in lexicon.CODE_VERBS for w in (*before[-3:], *after[:2])):
+            return True
+        if any(w.endswith(("code", "codigo", "codice")) for w in (*near, *after)):
+            return True
+    return False
+
+
+def _specials(text: str) -> dict[str, bool]:
+    found = {
+        "<asks>": text.rstrip().endswith("?"),
+        "<code>": _has_code(text),
+        "<money>": bool(_MONEY.search(text)),
+        "<amounts>": len({m.group(0).strip() for m in _MONEY.finditer(text)}) >= 3,
+        "<pctoff>": bool(_PCT_OFF.search(fold(text))),
+        "<tracknum>": bool(_TRACKNUM.search(text)),
+    }
+    if not found["<tracknum>"]:
+        for match in _LONG_NUMBER.finditer(text):
+            before = tokens(text[max(0, match.start() - 80) : match.start()])[-8:]
+            if any(w.startswith(_TRACK_CONTEXT) for w in before):
+                found["<tracknum>"] = True
+                break
+    return found
+
+
+# -- phrase matching ----------------------------------------------------------------------------
+
+MAX_FILLERS = 3
+
+
+def _phrase(text: str) -> tuple[str, ...]:
+    """A lexicon phrase as pattern tokens: words, "prefix*", "<num>" or a special."""
+    if text.startswith("<") and text.endswith(">") and " " not in text:
+        return (text,)
+    out: list[str] = []
+    for word in fold(text).split():
+        if word == "<num>":
+            out.append(word)
+        elif word.endswith("*"):
+            out.extend(f"{t}*" for t in _TOKEN.findall(word[:-1]))
+        else:
+            out.extend(_TOKEN.findall(word))
+    return tuple(out)
+
+
+def _token_matches(token: str, pattern: str) -> bool:
+    if pattern.endswith("*"):
+        return token.startswith(pattern[:-1])
+    if pattern == "<num>":
+        return token.isdigit()
+    return token == pattern
+
+
+class PhraseMatcher:
+    """Finds which of many phrases occur in a token sequence."""
+
+    def __init__(self, phrases: Iterable[str]) -> None:
+        self.phrases: list[tuple[str, ...]] = []
+        self.index: dict[tuple[str, ...], int] = {}
+        self.exact: dict[str, list[int]] = {}
+        self.prefix: dict[str, list[int]] = {}
+        self.special: dict[str, int] = {}
+        for text in phrases:
+            pattern = _phrase(text)
+            if not pattern or pattern in self.index:
+                continue
+            pid = len(self.phrases)
+            self.index[pattern] = pid
+            self.phrases.append(pattern)
+            first = pattern[0]
+            if first.startswith("<") and first != "<num>":
+                self.special[first] = pid
+            elif first.endswith("*"):
+                self.prefix.setdefault(first[:-1], []).append(pid)
+            else:
+                self.exact.setdefault(first, []).append(pid)
+        self.prefix_lengths = sorted({len(p) for p in self.prefix})
+
+    def id_of(self, text: str) -> int:
+        return self.index[_phrase(text)]
+
+    def _rest_matches(self, toks: Sequence[str], i: int, pattern: tuple[str, ...]) -> int:
+        """End index of ``pattern[1:]`` matched from ``toks[i]`` on, or -1."""
+        j = i
+        for part in pattern[1:]:
+            skipped = 0
+            while j < len(toks) and not _token_matches(toks[j], part):
+                if toks[j] in lexicon.FILLERS and skipped < MAX_FILLERS:
+                    j += 1
+                    skipped += 1
+                    continue
+                return -1
+            if j >= len(toks):
+                return -1
+            j += 1
+        return j
+
+    def spans(self, toks: Sequence[str]) -> Iterable[tuple[int, int, int]]:
+        """(phrase id, start, end) of every match."""
+        for i, tok in enumerate(toks):
+            candidates: list[int] = list(self.exact.get(tok, ()))
+            if tok.isdigit() and "<num>" in self.exact:
+                candidates.extend(self.exact["<num>"])
+            for length in self.prefix_lengths:
+                if length > len(tok):
+                    break
+                candidates.extend(self.prefix.get(tok[:length], ()))
+            for pid in candidates:
+                end = self._rest_matches(toks, i + 1, self.phrases[pid])
+                if end >= 0:
+                    yield pid, i, end
+
+
+# -- the lexicon, compiled ----------------------------------------------------------------------
+
+FIELDS = ("subject", "sender", "body")
+SUPPRESSION_RATIO = 0.5  # another concept suppresses one it beats by this ratio
+FIELD_WEIGHT = {"subject": 2.0, "sender": 1.5, "body": 1.0}
+
+
+@dataclass(frozen=True)
+class CompiledConcept:
+    concept: Concept
+    evidence: tuple[tuple[int, float], ...]  # (phrase id, weight)
+    requires: frozenset[int]
+
+
+class CompiledLexicon:
+    def __init__(self, concepts: Sequence[Concept]) -> None:
+        self.concepts = tuple(concepts)
+        self.names = tuple(c.name for c in concepts)
+        self.evidence = PhraseMatcher(p for c in concepts for p in c.evidence)
+        self.compiled = tuple(
+            CompiledConcept(
+                c,
+                tuple((self.evidence.id_of(p), w) for p, w in c.evidence.items()),
+                frozenset(self.evidence.id_of(p) for p in c.requires),
+            )
+            for c in concepts
+        )
+        self.trigger_phrases = [(c.name, p, w) for c in concepts for p, w in c.triggers.items()]
+        self.triggers = PhraseMatcher(p for _, p, _ in self.trigger_phrases)
+        self.trigger_of = {}
+        for name, phrase, weight in self.trigger_phrases:
+            self.trigger_of.setdefault(self.triggers.id_of(phrase), []).append((name, weight))
+        self.position = {name: i for i, name in enumerate(self.names)}
+
+
+LEXICON = CompiledLexicon(lexicon.CONCEPTS)
+
+
+# -- one email, analysed once (cached) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Analysis:
+    fields: dict[str, list[Sentence]]
+    # phrase id -> field -> True when found outside conditional boilerplate
+    hits: dict[int, dict[str, bool]]
+    raw: tuple[float, ...]  # evidence per concept, before suppression
+    adjusted: tuple[float, ...]  # after suppression
+    contributions: tuple[tuple[tuple[str, str, float], ...], ...]  # per concept: (phrase, field, w)
+
+
+def _sender_text(email: EmailFacts) -> str:
+    name = _CAMEL.sub(" ", email.from_name or "")
+    local, _, domain = (email.from_address or "").partition("@")
+    return f"{name} {_CAMEL.sub(' ', local)} {domain}"
+
+
+def _field_sentences(email: EmailFacts) -> dict[str, list[Sentence]]:
+    subject = (email.subject or "")[:SUBJECT_CHARS]
+    return {
+        "subject": [Sentence(tuple(tokens(subject)), False)],
+        "sender": [Sentence(tuple(tokens(_sender_text(email))), False)],
+        "body": sentences((email.text or "")[:BODY_CHARS]),
+    }
+
+
+def _hits(fields: dict[str, list[Sentence]], specials: dict[str, dict[str, bool]]):
+    hits: dict[int, dict[str, bool]] = {}
+    matcher = LEXICON.evidence
+    for field, sents in fields.items():
+        for sent in sents:
+            for pid, _, _ in matcher.spans(sent.tokens):
+                by_field = hits.setdefault(pid, {})
+                by_field[field] = by_field.get(field, False) or not sent.conditional
+        for name, present in specials.get(field, {}).items():
+            if present and name in matcher.special:
+                hits.setdefault(matcher.special[name], {})[field] = True
+    return hits
+
+
+def _contribution(hit: dict[str, bool], weight: float, conditional: float) -> tuple[str, float]:
+    best_field, best = "", 0.0
+    for field, plain in hit.items():
+        if weight < 0 and field == "sender":
+            continue  # counter-evidence is about content: "Booking.com" may send a code
+        value = FIELD_WEIGHT[field] * (1.0 if plain else conditional)
+        if value > best:
+            best_field, best = field, value
+    return best_field, weight * best
+
+
+def _score_concepts(hits: dict[int, dict[str, bool]]):
+    raw: list[float] = []
+    contributions = []
+    phrases = LEXICON.evidence.phrases
+    for cc in LEXICON.compiled:
+        total, parts = 0.0, []
+        for pid, weight in cc.evidence:
+            hit = hits.get(pid)
+            if hit:
+                field, value = _contribution(hit, weight, cc.concept.conditional)
+                total += value
+                parts.append((" ".join(phrases[pid]).replace("*", ""), field, value))
+        if cc.requires and total > 0 and not any(pid in hits for pid in cc.requires):
+            total -= cc.concept.missing_penalty
+            missing = f"no {' / '.join(cc.concept.requires[:2])}"
+            parts.append((missing, "", -cc.concept.missing_penalty))
+        raw.append(total)
+        contributions.append(tuple(parts))
+    adjusted = []
+    for i, cc in enumerate(LEXICON.compiled):
+        value = raw[i]
+        for other, factor in cc.concept.suppressed_by.items():
+            j = LEXICON.position[other]
+            value -= factor * max(0.0, raw[j] - SUPPRESSION_RATIO * max(0.0, raw[i]))
+        adjusted.append(value)
+    return tuple(raw), tuple(adjusted), tuple(contributions)
+
+
+class _LRU:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.data: OrderedDict[Hashable, object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], object]) -> object:
+        with self.lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return self.data[key]
+        value = make()
+        with self.lock:
+            self.data[key] = value
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+        return value
+
+
+_ANALYSES = _LRU(256)
+
+
+def analyse(email: EmailFacts) -> Analysis:
+    def make() -> Analysis:
+        fields = _field_sentences(email)
+        specials = {
+            "subject": _specials((email.subject or "")[:SUBJECT_CHARS]),
+            "body": _specials((email.text or "")[:BODY_CHARS]),
+        }
+        hits = _hits(fields, specials)
+        raw, adjusted, contributions = _score_concepts(hits)
+        return Analysis(fields, hits, raw, adjusted, contributions)
+
+    return _ANALYSES.get(email, make)  # type: ignore[return-value]
+
+
+# -- questions ----------------------------------------------------------------------------------
+
+_SUFFIXES = ("ations", "ation", "ments", "ment", "ings", "ing", "ions", "ion", "ers", "er", "ed")
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)] + "*"
+    if word.endswith("s") and len(word) >= 5:
+        return word[:-1] + "*"
+    return word + "*" if len(word) >= 5 else word
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    concepts: tuple[str, ...]  # the lexicon concepts it names, best first
+    words: tuple[str, ...]  # content words no concept accounts for
+    negated: bool
+    adhoc: PhraseMatcher | None  # matcher of ``words`` when no concept is named
+
+
+_QUESTIONS = _LRU(256)
+
+MIN_TRIGGER = 2.0
+
+
+def parse_question(question: str) -> Question:
+    def make() -> Question:
+        toks = tokens(question)
+        scores: dict[str, float] = {}
+        covered: dict[str, set[int]] = {}
+        for pid, start, end in LEXICON.triggers.spans(toks):
+            for name, weight in LEXICON.trigger_of[pid]:
+                scores[name] = scores.get(name, 0.0) + weight
+                covered.setdefault(name, set()).update(range(start, end))
+        best = max(scores.values(), default=0.0)
+        concepts = tuple(
+            sorted(
+                (n for n, s in scores.items() if s >= MIN_TRIGGER and s >= 0.5 * best),
+                key=lambda n: (-scores[n], n),
+            )
+        )
+        taken = set().union(*(covered[n] for n in concepts)) if concepts else set()
+        words = tuple(
+            dict.fromkeys(
+                t
+                for i, t in enumerate(toks)
+                if i not in taken and t not in lexicon.QUESTION_STOPWORDS and len(t) >= 2
+            )
+        )
+        negated = any(t in lexicon.QUESTION_NEGATIONS for t in toks[:5])
+        adhoc = PhraseMatcher(_stem(w) for w in words) if words and not concepts else None
+        return Question(question, concepts, words, negated, adhoc)
+
+    return _QUESTIONS.get(question, make)  # type: ignore[return-value]
+
+
+# -- zero-shot ----------------------------------------------------------------------------------
+
+SLOPE = 1.0  # logistic slope on evidence points
+THRESHOLD = 3.0  # evidence at which P(yes) = 0.5
+ADHOC_POINTS = 4.5  # evidence when every content word of an unknown question is in the body
+
+
+def sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+@dataclass(frozen=True)
+class Prior:
+    logit: float  # log-odds of yes
+    evidence: float
+    concept: str  # the concept that decided ("" when none)
+    matched: tuple[tuple[str, str, float], ...]  # (phrase, field, points), strongest first
+
+
+def _adhoc_evidence(q: Question, a: Analysis) -> tuple[float, tuple[tuple[str, str, float], ...]]:
+    assert q.adhoc is not None
+    per_word = ADHOC_POINTS / len(q.adhoc.phrases)
+    found: dict[int, tuple[str, float]] = {}
+    for field, sents in a.fields.items():
+        for sent in sents:
+            for pid, _, _ in q.adhoc.spans(sent.tokens):
+                value = FIELD_WEIGHT[field] * (0.5 if sent.conditional else 1.0)
+                if value > found.get(pid, ("", 0.0))[1]:
+                    found[pid] = (field, value)
+    matched = tuple(
+        (" ".join(q.adhoc.phrases[pid]).rstrip("*"), field, per_word * v)
+        for pid, (field, v) in sorted(found.items())
+    )
+    return sum(m[2] for m in matched), matched
+
+
+def zero_shot(question: str, email: EmailFacts) -> Prior:
+    q = parse_question(question)
+    a = analyse(email)
+    if q.concepts:
+        best: tuple[float, str] | None = None
+        for name in q.concepts:
+            value = a.adjusted[LEXICON.position[name]]
+            if best is None or value > best[0]:
+                best = (value, name)
+        assert best is not None
+        evidence, concept = best
+        matched = a.contributions[LEXICON.position[concept]]
+    elif q.adhoc is not None:
+        evidence, matched = _adhoc_evidence(q, a)
+        concept = ""
+    else:
+        evidence, matched, concept = 0.0, (), ""
+    logit = SLOPE * (evidence - THRESHOLD)
+    if q.negated:
+        logit = -logit
+    ordered = tuple(sorted(matched, key=lambda m: (-abs(m[2]), m[0], m[1])))
+    return Prior(logit, evidence, concept, ordered)
+
+
+def _describe(prior: Prior) -> str:
+    positive = [m for m in prior.matched if m[2] > 0][:4]
+    negative = [m for m in prior.matched if m[2] < 0][:2]
+    parts = []
+    by_field: dict[str, list[str]] = {}
+    for phrase, field, _ in positive:
+        by_field.setdefault(field, []).append(phrase)
+    if by_field:
+        parts.append(
+            "matched " + "; ".join(f"{', '.join(p)} in {f}" for f, p in sorted(by_field.items()))
+        )
+    if negative:
+        parts.append("against: " + ", ".join(p for p, _, _ in negative))
+    if not parts:
+        parts.append("no evidence for it")
+    subject = prior.concept.replace("_", " ") if prior.concept else "the question's words"
+    return f"{subject}: {'; '.join(parts)}; score {prior.evidence:.2f}"
+
+
+# -- learning from examples --------------------------------------------------------------------
+#
+# scikit-learn's LogisticRegression is fitted on the examples' TF-IDF and concept features plus
+# the zero-shot prior's log-odds (a scaled column the penalty hardly shrinks) and a penalised bias
+# column. The answer blends it with the prior by the number of examples n: logit = (1 - n/(n+k)) *
+# prior + n/(n+k) * fitted, so a handful of examples corrects the prior without drowning it, and
+# many examples take over.
+
+LAMBDA = 0.3  # L2 penalty on the feature weights
+PRIOR_FEATURE_SCALE = 10.0  # the prior's column is scaled up so the penalty hardly shrinks it
+BIAS_FEATURE = 0.5  # the bias is a penalised column: the prior knows the base rate better
+BLEND_EXAMPLES = 1.0  # with n examples the fitted model has n / (n + 1) of the say
+PRIOR_CLIP = 6.0  # prior log-odds enter clipped: one example may overrule a confident prior
+CONCEPT_FEATURE_SCALE = 0.1  # small: one odd example must not promote a whole concept
+SYNTHETIC_WEIGHT = 0.5
+FIELD_NGRAMS = ((1, 1), (1, 2), (1, 2))  # sender, subject, body
+MODEL_CACHE = 64
+
+
+def documents(email: EmailFacts) -> tuple[str, str, str]:
+    """The email's sender, subject and body as token strings for TF-IDF (numbers by length)."""
+    a = analyse(email)
+    out = []
+    for field in FIELDS:
+        parts: list[str] = []
+        for sent in a.fields[field]:
+            parts.extend(f"<{len(t)}>" if t.isdigit() else t for t in sent.tokens)
+            parts.append("|")
+        out.append(" ".join(parts))
+    return out[0], out[1], out[2]
+
+
+def _concept_features(email: EmailFacts) -> list[float]:
+    return [max(-2.0, min(3.0, v * CONCEPT_FEATURE_SCALE)) for v in analyse(email).adjusted]
+
+
+def _prototype(concept: Concept) -> EmailFacts:
+    """A synthetic email made of a concept's own (positive) phrases."""
+    phrases = [
+        p.replace("*", "").replace("<num>", "10")
+        for p, w in sorted(concept.evidence.items(), key=lambda item: (-item[1], item[0]))
+        if w > 0 and not p.startswith("<")
+    ]
+    return EmailFacts("", "", " ".join(phrases[:3]), ". ".join(phrases))
+
+
+_PROTOTYPES: dict[str, EmailFacts] = {c.name: _prototype(c) for c in lexicon.CONCEPTS}
+_NEUTRAL = EmailFacts("", "", "hello", "thanks, see you soon. best regards")
+
+
+def _synthetic(q: Question, want: bool) -> list[EmailFacts]:
+    """Stand-ins for a class no example shows: the question's own concepts (or words) as
+    positives, every other concept (and a neutral note) as negatives."""
+    if want:
+        if q.concepts:
+            return [_PROTOTYPES[n] for n in q.concepts]
+        words = " ".join(q.words) or q.text
+        return [EmailFacts("", "", words, words)]
+    return [_PROTOTYPES[n] for n in LEXICON.names if n not in q.concepts] + [_NEUTRAL]
+
+
+def _prior_logit(question: str, email: EmailFacts) -> float:
+    return max(-PRIOR_CLIP, min(PRIOR_CLIP, zero_shot(question, email).logit))
+
+
+@dataclass(frozen=True)
+class FieldModel:
+    """One field's fitted TF-IDF (sublinear tf, l2-normalised) and the weights of its terms."""
+
+    analyzer: Callable[[str], list[str]]
+    terms: dict[str, tuple[float, float]]  # term -> (idf, weight)
+
+    def score(self, doc: str) -> float:
+        counts: dict[str, int] = {}
+        for term in self.analyzer(doc):
+            if term in self.terms:
+                counts[term] = counts.get(term, 0) + 1
+        norm = dot = 0.0
+        for term, count in counts.items():
+            idf, weight = self.terms[term]
+            value = (1.0 + math.log(count)) * idf
+            norm += value * value
+            dot += value * weight
+        return dot / math.sqrt(norm) if norm > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Model:
+    question: str
+    fields: tuple[FieldModel, ...]  # sender, subject, body
+    concept_weights: tuple[float, ...]
+    scale: float  # weight of the prior's log-odds
+    bias: float
+    positives: int
+    negatives: int
+    synthetic: int  # stand-ins for a class without examples
+    blend: float  # how much the fitted model says against the zero-shot prior
+
+    def logit(self, email: EmailFacts) -> float:
+        prior = _prior_logit(self.question, email)
+        z = self.scale * prior + self.bias
+        for field, doc in zip(self.fields, documents(email), strict=True):
+            z += field.score(doc)
+        for weight, value in zip(self.concept_weights, _concept_features(email), strict=True):
+            z += weight * value
+        return (1.0 - self.blend) * prior + self.blend * z
+
+
+def _train(x, prior, y, w):  # type: ignore[no-untyped-def]
+    """Fits logit = a*prior + x.beta + b with scikit-learn's ``LogisticRegression``.
+
+    The prior's log-odds enter as one more column, multiplied by ``PRIOR_FEATURE_SCALE`` so that
+    the L2 penalty barely touches its weight (the prior keeps its say), while the word and concept
+    weights are regularised towards 0 (``C = 1 / LAMBDA``). The bias is a constant column of
+    ``BIAS_FEATURE`` (so it is penalised four times as much): 5+5 balanced examples say little
+    about the base rate. Balanced sample weights come in ``w``; lbfgs is deterministic.
+    """
+    columns = np.column_stack([prior * PRIOR_FEATURE_SCALE, np.full(len(prior), BIAS_FEATURE)])
+    design = sparse.hstack([x, sparse.csr_matrix(columns)], format="csr")
+    model = LogisticRegression(
+        C=1.0 / LAMBDA, solver="lbfgs", max_iter=1000, tol=1e-8, fit_intercept=False
+    )
+    model.fit(design, y, sample_weight=w)
+    coef = model.coef_.ravel()
+    return coef[:-2], float(coef[-2] * PRIOR_FEATURE_SCALE), float(coef[-1] * BIAS_FEATURE)
+
+
+def fit(question: str, examples: Sequence[Example]) -> Model:
+
+    q = parse_question(question)
+    emails = [ex.email for ex in examples]
+    labels = [ex.positive for ex in examples]
+    positives = sum(labels)
+    negatives = len(labels) - positives
+    # balanced: each class weighs half of the examples
+    weights = [len(labels) / (2 * (positives if y else negatives)) for y in labels]
+    for want, count in ((True, positives), (False, negatives)):
+        if count == 0:
+            extra = _synthetic(q, want)
+            share = max(1, len(examples)) * SYNTHETIC_WEIGHT / len(extra)
+            emails.extend(extra)
+            labels.extend([want] * len(extra))
+            weights.extend([share] * len(extra))
+    docs = [documents(e) for e in emails]
+    vectorizers, blocks = [], []
+    for i, ngrams in enumerate(FIELD_NGRAMS):
+        vectorizer = TfidfVectorizer(
+            analyzer="word",
+            token_pattern=r"[^ |]+",
+            lowercase=False,
+            ngram_range=ngrams,
+            sublinear_tf=True,
+        )
+        try:
+            blocks.append(vectorizer.fit_transform([d[i] for d in docs]))
+        except ValueError:  # no words at all in this field
+            vectorizer = None
+            blocks.append(sparse.csr_matrix((len(docs), 0)))
+        vectorizers.append(vectorizer)
+    concepts = np.array([_concept_features(e) for e in emails])
+    x = sparse.hstack([*blocks, sparse.csr_matrix(concepts)], format="csr")
+    prior = np.array([_prior_logit(question, e) for e in emails])
+    beta, scale, bias = _train(x, prior, np.array(labels, dtype=bool), np.array(weights))
+    fields, offset = [], 0
+    for vectorizer, block in zip(vectorizers, blocks, strict=True):
+        width = block.shape[1]
+        if vectorizer is None:
+            fields.append(FieldModel(lambda doc: [], {}))
+        else:
+            idf = vectorizer.idf_.tolist()
+            weights = beta[offset : offset + width].tolist()
+            terms = {term: (idf[j], weights[j]) for term, j in vectorizer.vocabulary_.items()}
+            fields.append(FieldModel(vectorizer.build_analyzer(), terms))
+        offset += width
+    return Model(
+        question,
+        tuple(fields),
+        tuple(float(v) for v in beta[offset:]),
+        scale,
+        bias,
+        positives,
+        negatives,
+        len(emails) - len(examples),
+        len(examples) / (len(examples) + BLEND_EXAMPLES),
+    )
+
+
+_MODELS = _LRU(MODEL_CACHE)
+
+
+def examples_key(question: str, examples: Sequence[Example]) -> str:
+    """A content hash of (question, examples): a batch with the same label reuses one fit."""
+    digest = hashlib.sha256(question.encode())
+    for ex in examples:
+        for part in (ex.email.from_address, ex.email.from_name, ex.email.subject, ex.email.text):
+            digest.update(b"\x00" + (part or "").encode())
+        digest.update(b"\x01" if ex.positive else b"\x02")
+    return digest.hexdigest()
+
+
+def model_for(question: str, examples: Sequence[Example]) -> Model:
+    def make() -> Model:
+        with threadpool_limits(limits=1):  # tiny matrices: threads only cost
+            return fit(question, examples)
+
+    return _MODELS.get(examples_key(question, examples), make)  # type: ignore[return-value]
+
+
+# -- the backend --------------------------------------------------------------------------------
+
+
+def _verdict(p_yes: float, reason: str) -> Verdict:
+    p_yes = min(1.0, max(0.0, p_yes))
+    answer = p_yes >= 0.5
+    confidence = p_yes if answer else 1.0 - p_yes
+    return Verdict(answer=answer, confidence=round(confidence, 6), reason=reason)
+
+
+class BuiltinBackend:
+    """Answers yes/no questions about emails from a lexicon and, given examples, from them."""
+
+    def classify(
+        self, *, question: str, email: EmailFacts, examples: Sequence[Example] = ()
+    ) -> Verdict:
+        prior = zero_shot(question, email)
+        prior_p = sigmoid(prior.logit)
+        if not examples:
+            return _verdict(prior_p, f"{_describe(prior)} → P(yes) {prior_p:.2f}")
+        model = model_for(question, examples)
+        p_yes = sigmoid(model.logit(email))
+        synthetic = f" (+{model.synthetic} synthetic)" if model.synthetic else ""
+        return _verdict(
+            p_yes,
+            f"learned from {model.positives} yes / {model.negatives} no examples{synthetic}: "
+            f"P(yes) {p_yes:.2f} (prior {prior_p:.2f}: {_describe(prior)})",
+        )

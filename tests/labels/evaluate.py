@@ -1,0 +1,198 @@
+"""Accuracy of the built-in classifier on a labelled set of emails, as a Markdown table.
+
+    python -m tests.labels.evaluate [emails.jsonl] [questions.json] [--errors]
+
+``emails.jsonl`` holds one email a line: ``{"id", "from_address", "from_name", "subject", "text",
+"labels": {key: bool}}``; ``questions.json`` maps each label key to its yes/no question (either
+``{key: question}`` or a list of ``{"key": ..., "question": ...}``).
+
+Per question it reports accuracy, precision and recall zero-shot (on every email) and after
+learning from 5 positive + 5 negative examples (the first by id, which are then left out of the
+scoring). ``--errors`` also lists the emails it gets wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from labels.classifier.base import EmailFacts, Example
+from labels.classifier.builtin import BuiltinBackend
+
+DEFAULT_EMAILS = Path("tests/labels/data/classifier_eval.jsonl")
+DEFAULT_QUESTIONS = Path("tests/labels/data/questions.json")
+SHOTS = 5
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    email: EmailFacts
+    labels: dict[str, bool]
+
+
+def load_emails(path: Path) -> list[Row]:
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        labels = data.get("labels", {})
+        if isinstance(labels, list):  # the keys that apply
+            labels = {key: True for key in labels}
+        rows.append(
+            Row(
+                id=str(data.get("id", n)),
+                email=EmailFacts(
+                    from_address=data.get("from_address") or "",
+                    from_name=data.get("from_name") or "",
+                    subject=data.get("subject") or "",
+                    text=data.get("text") or "",
+                ),
+                labels={str(k): bool(v) for k, v in labels.items()},
+            )
+        )
+    return rows
+
+
+def load_questions(path: Path) -> dict[str, str]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and isinstance(data.get("questions"), list | dict):
+        data = data["questions"]
+    if isinstance(data, dict):
+        return {str(k): str(v) for k, v in data.items()}
+    return {str(item["key"]): str(item["question"]) for item in data}
+
+
+@dataclass
+class Score:
+    n: int = 0
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    tn: int = 0
+
+    def add(self, predicted: bool, actual: bool) -> None:
+        self.n += 1
+        if predicted and actual:
+            self.tp += 1
+        elif predicted:
+            self.fp += 1
+        elif actual:
+            self.fn += 1
+        else:
+            self.tn += 1
+
+    @property
+    def accuracy(self) -> float:
+        return (self.tp + self.tn) / self.n if self.n else float("nan")
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else float("nan")
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else float("nan")
+
+
+def split_examples(
+    rows: Sequence[Row], key: str, shots: int = SHOTS
+) -> tuple[list[Example], list[Row]]:
+    """The first ``shots`` positives and negatives by id as examples, and the rest."""
+    ordered = sorted((r for r in rows if key in r.labels), key=lambda r: r.id)
+    positives = [r for r in ordered if r.labels[key]][:shots]
+    negatives = [r for r in ordered if not r.labels[key]][:shots]
+    chosen = {r.id for r in (*positives, *negatives)}
+    examples = [Example(email=r.email, positive=r.labels[key]) for r in (*positives, *negatives)]
+    return examples, [r for r in ordered if r.id not in chosen]
+
+
+def score(
+    backend: BuiltinBackend,
+    question: str,
+    key: str,
+    rows: Iterable[Row],
+    examples: Sequence[Example] = (),
+) -> tuple[Score, list[str]]:
+    result, errors = Score(), []
+    for row in rows:
+        if key not in row.labels:
+            continue
+        verdict = backend.classify(question=question, email=row.email, examples=examples)
+        result.add(verdict.answer, row.labels[key])
+        if verdict.answer != row.labels[key]:
+            errors.append(
+                f"{row.id} expected {row.labels[key]} got {verdict.answer} "
+                f"({verdict.confidence:.2f}): {row.email.subject[:60]!r} — {verdict.reason}"
+            )
+    return result, errors
+
+
+def evaluate(rows: Sequence[Row], questions: dict[str, str]) -> dict[str, tuple[Score, Score]]:
+    backend = BuiltinBackend()
+    out = {}
+    for key, question in questions.items():
+        zero, _ = score(backend, question, key, rows)
+        examples, rest = split_examples(rows, key)
+        few, _ = score(backend, question, key, rest, examples)
+        out[key] = (zero, few)
+    return out
+
+
+def _pct(value: float) -> str:
+    return "–" if value != value else f"{100 * value:.1f}"  # NaN: no such case
+
+
+def table(results: dict[str, tuple[Score, Score]], questions: dict[str, str]) -> str:
+    lines = [
+        "| label | question | n | zero-shot acc | prec | rec | n (5+5) | 5+5 acc | prec | rec |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for key, (zero, few) in results.items():
+        lines.append(
+            f"| {key} | {questions[key]} | {zero.n} | {_pct(zero.accuracy)} | "
+            f"{_pct(zero.precision)} | {_pct(zero.recall)} | {few.n} | {_pct(few.accuracy)} | "
+            f"{_pct(few.precision)} | {_pct(few.recall)} |"
+        )
+    zeros = [z for z, _ in results.values()]
+    fews = [f for _, f in results.values()]
+    if zeros:
+        mean_zero = sum(z.accuracy for z in zeros) / len(zeros)
+        mean_few = sum(f.accuracy for f in fews) / len(fews)
+        lines.append(f"| **mean** | | | **{_pct(mean_zero)}** | | | | **{_pct(mean_few)}** | | |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("emails", nargs="?", type=Path, default=DEFAULT_EMAILS)
+    parser.add_argument("questions", nargs="?", type=Path, default=DEFAULT_QUESTIONS)
+    parser.add_argument("--errors", action="store_true", help="list the misclassified emails")
+    args = parser.parse_args(argv)
+    for path in (args.emails, args.questions):
+        if not path.is_file():
+            parser.error(f"{path} does not exist")
+    rows = load_emails(args.emails)
+    questions = load_questions(args.questions)
+    print(f"{len(rows)} emails from {args.emails}, {len(questions)} questions\n")
+    print(table(evaluate(rows, questions), questions))
+    if args.errors:
+        backend = BuiltinBackend()
+        for key, question in questions.items():
+            _, zero_errors = score(backend, question, key, rows)
+            examples, rest = split_examples(rows, key)
+            _, few_errors = score(backend, question, key, rest, examples)
+            print(f"\n### {key}: zero-shot errors ({len(zero_errors)})")
+            print("\n".join(f"- {e}" for e in zero_errors))
+            print(f"\n### {key}: errors after 5+5 examples ({len(few_errors)})")
+            print("\n".join(f"- {e}" for e in few_errors))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
