@@ -3,6 +3,7 @@ labels and the feedback the built-in classifier learns from."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -74,16 +75,22 @@ def rules_apply(*, workspace_id: str, email_id: str, facts: rules_engine.Facts) 
 
 
 def backend() -> Backend:
-    """The configured classifier backend: an OpenAI-compatible server, else the built-in one."""
-    if settings.CLASSIFIER_URL:
+    """The configured classifier backend: an OpenAI-compatible server, else the built-in one.
+    One instance per configuration and process, so its HTTP client and caches are reused."""
+    return _backend(
+        settings.CLASSIFIER_URL,
+        settings.CLASSIFIER_MODEL,
+        settings.CLASSIFIER_API_KEY,
+        settings.CLASSIFIER_REQUEST_TIMEOUT,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _backend(url: str, model: str, api_key: str, timeout: float) -> Backend:
+    if url:
         from labels.classifier.openai import OpenAIBackend
 
-        return OpenAIBackend(
-            url=settings.CLASSIFIER_URL,
-            model=settings.CLASSIFIER_MODEL,
-            api_key=settings.CLASSIFIER_API_KEY,
-            timeout=settings.CLASSIFIER_REQUEST_TIMEOUT,
-        )
+        return OpenAIBackend(url=url, model=model, api_key=api_key, timeout=timeout)
     from labels.classifier.builtin import BuiltinBackend
 
     return BuiltinBackend()
