@@ -1,0 +1,268 @@
+"""The table of figures against targets, the machine and commit, and ``results/latest.*``."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tests.benchmarks.scenarios import Sizes
+from tests.benchmarks.stack import RESULTS
+from tests.live import ROOT
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    figure: str
+    target: str
+    met: bool | None  # None: not measured
+
+    @property
+    def met_text(self) -> str:
+        return "n/a" if self.met is None else ("yes" if self.met else "**no**")
+
+
+def _under(value: float | None, limit: float) -> bool | None:
+    return None if value is None else value < limit
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    return "n/a" if value is None else f"{value:,.1f} {unit}"
+
+
+def rows(results: dict[str, dict], sizes: Sizes) -> list[Row]:
+    out: list[Row] = []
+    if "a" in results:
+        a = results["a"]
+        label = (
+            f"(a) wait: {a['waiters']:,} waiters, {a['target_rate']:g} msg/s, "
+            f"{a['delivered']}/{a['messages_measured']} messages, 250 → response"
+        )
+        out.append(
+            Row(label + " p50", _fmt(a.get("p50_ms"), "ms"), "< 20 ms", _under(a.get("p50_ms"), 20))
+        )
+        out.append(
+            Row(
+                label + " p99",
+                _fmt(a.get("p99_ms"), "ms"),
+                "< 100 ms",
+                _under(a.get("p99_ms"), 100),
+            )
+        )
+    if "b" in results:
+        b = results["b"]
+        label = (
+            f"(b) SSE fan-out: 1 inbox, {b['streams_open']:,} streams, 250 → last stream has "
+            f"email.received, {len(b['repeats'])} runs"
+        )
+        complete = b["incomplete_repeats"] == 0 and b["streams_open"] == b["streams_requested"]
+        for key, name in (("last_median_ms", "median"), ("last_max_ms", "max")):
+            met = _under(b[key], 250)
+            out.append(
+                Row(
+                    f"{label}, {name}",
+                    _fmt(b[key], "ms"),
+                    "< 250 ms",
+                    met and complete if met is not None else None,
+                )
+            )
+    if "c" in results:
+        c = results["c"]
+        want = sizes.idle_streams
+        out.append(
+            Row(
+                "(c) idle SSE streams held by one web process",
+                f"{c['streams_held']:,} / {c['streams_requested']:,}",
+                f"{want:,}",
+                c["streams_held"] >= want,
+            )
+        )
+        out.append(
+            Row(
+                "(c) web RSS per idle stream "
+                f"({c['rss_before_kb'] / 1024:,.0f} → {c['rss_after_kb'] / 1024:,.0f} MiB)",
+                _fmt(c["kb_per_stream"], "KB"),
+                "< 60 KB",
+                _under(c["kb_per_stream"], 60),
+            )
+        )
+    return out
+
+
+def markdown_table(table: list[Row]) -> str:
+    lines = ["| scenario | figure | target | met |", "|---|---:|---:|:---:|"]
+    lines += [f"| {r.scenario} | {r.figure} | {r.target} | {r.met_text} |" for r in table]
+    return "\n".join(lines)
+
+
+CPU_COLUMNS = ("web", "smtpd", "harness", "postgres", "redis", "other")
+
+
+def cpu_table(results: dict[str, dict]) -> str:
+    """CPU over each measurement window, in % of one CPU (``other``: the rest of the machine)."""
+    lines = [
+        "CPU during each measurement, % of one CPU (`other` is everything else on the machine):",
+        "",
+        "| scenario | "
+        + " | ".join(CPU_COLUMNS)
+        + " | machine busy | steal | busy before | db xacts/s |",
+        "|---|" + "---:|" * (len(CPU_COLUMNS) + 4),
+    ]
+    for name, result in results.items():
+        if "cpu" not in result:
+            continue
+        cpu = result["cpu"]
+        cells = [f"{cpu.get(f'{c}_cpu_pct', 0):.0f}" for c in CPU_COLUMNS]
+        lines.append(
+            f"| ({name}) | "
+            + " | ".join(cells)
+            + f" | {cpu.get('machine_busy_pct', 0):.0f}% | {cpu.get('machine_steal_pct', 0):.0f}%"
+            + f" | {result.get('machine_busy_before_pct', 0):.0f}%"
+            + f" | {cpu.get('db_xacts_per_s', 'n/a')} |"
+        )
+    return "\n".join(lines)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def machine() -> dict:
+    cpuinfo = _read("/proc/cpuinfo")
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in cpuinfo.splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor() or "unknown",
+    )
+    meminfo = {
+        line.split(":")[0]: line.split(":")[1].strip()
+        for line in _read("/proc/meminfo").splitlines()
+        if ":" in line
+    }
+    mem_kb = int(meminfo.get("MemTotal", "0 kB").split()[0])
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(mem_kb / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "loadavg_at_start": _read("/proc/loadavg").split()[:3],
+    }
+
+
+def services(database_url: str, redis_url: str) -> dict:
+    """Server versions, for the record."""
+    out: dict = {}
+    try:
+        import psycopg
+
+        from tests.benchmarks.database import with_database
+
+        with psycopg.connect(with_database(database_url, "postgres"), connect_timeout=5) as conn:
+            out["postgresql"] = conn.execute("SHOW server_version").fetchone()[0]
+    except Exception as exc:
+        out["postgresql"] = f"unknown ({exc})"
+    try:
+        import redis
+
+        out["redis"] = redis.Redis.from_url(redis_url, socket_timeout=5).info("server")[
+            "redis_version"
+        ]
+    except Exception as exc:
+        out["redis"] = f"unknown ({exc})"
+    return out
+
+
+def git() -> dict:
+    """The commit and whether tracked files differ from it (read-only git commands only)."""
+
+    def run(*args: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", "--no-optional-locks", *args],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            return done.stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    changed = [
+        line[3:] for line in run("status", "--porcelain", "--untracked-files=no").splitlines()
+    ]
+    return {
+        "commit": run("rev-parse", "HEAD") or "unknown",
+        "subject": run("log", "-1", "--format=%s"),
+        "tracked_files_modified": len(changed),
+        "modified": changed,
+    }
+
+
+def write(
+    *,
+    table: list[Row],
+    results: dict[str, dict],
+    sizes: Sizes,
+    quick: bool,
+    meta: dict,
+) -> tuple[Path, Path]:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    document = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "mode": "quick" if quick else "full",
+        **meta,
+        "sizes": asdict(sizes),
+        "table": [asdict(r) for r in table],
+        "scenarios": results,
+    }
+    json_path = RESULTS / "latest.json"
+    json_path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    m, g = meta["machine"], meta["git"]
+    lines = [
+        "# Pigeonhole real-time benchmark",
+        "",
+        f"- date: {document['date']} ({document['mode']} run)",
+        f"- machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['memory_gib']} GiB, "
+        f"Linux {m['kernel']}, Python {m['python']}",
+        f"- services: PostgreSQL {meta['services'].get('postgresql')}, "
+        f"Redis {meta['services'].get('redis')}",
+        f"- commit: {g['commit']} ({g['subject']})"
+        + (
+            f", {g['tracked_files_modified']} tracked files modified"
+            if g["tracked_files_modified"]
+            else ""
+        ),
+        "- client: one asyncio process on raw sockets, sharing the CPUs with daphne, smtpd, "
+        "PostgreSQL and Redis",
+        "",
+        markdown_table(table),
+        "",
+    ]
+    if quick:
+        lines += ["Quick run: sizes are reduced; the targets are meant for the full sizes.", ""]
+    lines += [cpu_table(results), ""]
+    if "calls" in results:
+        from tests.benchmarks.calls import markdown
+
+        lines += [markdown(results["calls"]), ""]
+    details = {
+        name: {k: v for k, v in result.items() if k != "series"} for name, result in results.items()
+    }
+    lines += ["## Details", "", "```json", json.dumps(details, indent=2, default=str), "```", ""]
+    md_path = RESULTS / "latest.md"
+    md_path.write_text("\n".join(lines))
+    return json_path, md_path

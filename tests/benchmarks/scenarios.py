@@ -1,0 +1,453 @@
+"""The three scenarios of the "Real time" issue, each against a fresh web process.
+
+(a) **wait**: N waiters, each long-polling its own inbox (``/wait?timeout=120``, re-parking after
+    every answer); mail arrives over SMTP at a fixed rate (open loop, a new connection per
+    message) to a random parked waiter. Per message: the time from the DATA ``250`` to the
+    waiter's complete response. A waiter is only chosen when its request was sent at least
+    ``GRACE_S`` ago and Redis shows its inbox group subscribed, so a message never lands between
+    two waits (``wait`` without ``since`` would rightly not return it).
+(b) **fan-out**: N SSE streams on one inbox, then one message: the time from the ``250`` until
+    the last stream has read its ``email.received`` frame; repeated, a second apart.
+(c) **idle streams**: N SSE streams spread over the inboxes, held by one web process: its VmRSS
+    before (after a warm-up) and after they are all open.
+
+Every timestamp comes from this process's event loop, which runs on the same cores as the
+server; the CPU the harness used is reported with each scenario.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from redis import asyncio as aioredis
+
+from tests.benchmarks.clients import (
+    HttpConnection,
+    SseStream,
+    bench_message,
+    close_all,
+    smtp_send,
+)
+from tests.benchmarks.database import BENCH_DB, Fixtures
+from tests.benchmarks.stack import RESULTS, BenchStack, CpuWindow, Profiler, rss_kb
+from tests.live import ROOT
+
+SENDER = "shop@bench.example"
+RECEIVED_MARKER = b"event: email.received"
+GRACE_S = 2.0  # a waiter is eligible for mail this long after its request went out
+SETTLE_S = 2.0
+
+
+@dataclass(frozen=True)
+class Sizes:
+    waiters: int
+    messages: int  # measured messages of (a)
+    warmup: int  # messages of (a) sent first and not measured
+    rate: float  # messages per second in (a)
+    fanout_streams: int
+    fanout_repeats: int
+    idle_streams: int
+    connect_concurrency: int = 100  # connections being opened at once (listen backlog)
+
+
+FULL = Sizes(
+    waiters=1000,
+    messages=400,
+    warmup=20,
+    rate=20.0,
+    fanout_streams=1000,
+    fanout_repeats=5,
+    idle_streams=5000,
+)
+QUICK = Sizes(
+    waiters=100,
+    messages=50,
+    warmup=5,
+    rate=20.0,
+    fanout_streams=100,
+    fanout_repeats=5,
+    idle_streams=500,
+)
+
+
+@dataclass
+class Context:
+    stack: BenchStack
+    fixtures: Fixtures
+    redis_url: str
+    sizes: Sizes
+    database_url: str = ""  # the bench database, for its statistics
+    profile: str = ""  # "", "cpu" or "wall" (py-spy with --idle)
+    harness_pid: int = field(default_factory=os.getpid)
+
+    def cpu_window(self) -> CpuWindow:
+        return CpuWindow(
+            {"web": self.stack.web.pid, "smtpd": self.stack.smtp.pid, "harness": self.harness_pid},
+            BENCH_DB,
+            self.database_url,
+        )
+
+    def profilers(self, scenario: str) -> list[Profiler]:
+        if not self.profile:
+            return []
+        return [
+            Profiler(
+                pid,
+                RESULTS / f"profile-{scenario}-{name}-{self.profile}.txt",
+                idle=self.profile == "wall",
+            )
+            for name, pid in (("web", self.stack.web.pid), ("smtpd", self.stack.smtp.pid))
+        ]
+
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of a non-empty collection."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
+
+
+async def _open_all(
+    streams: list[SseStream], concurrency: int
+) -> tuple[list[SseStream], Counter[str], float]:
+    """Opens the streams, ``concurrency`` at a time; returns the open ones, failures, seconds."""
+    gate = asyncio.Semaphore(concurrency)
+    failures: Counter[str] = Counter()
+
+    async def one(stream: SseStream) -> bool:
+        async with gate:
+            try:
+                await stream.open()
+                return True
+            except Exception as exc:
+                failures[type(exc).__name__ + (f" {stream.status}" if stream.status else "")] += 1
+                stream.close()
+                return False
+
+    started = time.perf_counter()
+    ok = await asyncio.gather(*(one(s) for s in streams))
+    opened = [s for s, good in zip(streams, ok, strict=True) if good]
+    return opened, failures, time.perf_counter() - started
+
+
+def _stop_profilers(profilers: list[Profiler]) -> list[str]:
+    return [str(p.stop().relative_to(ROOT)) for p in profilers]
+
+
+# --- (a) wait ---------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Sample:
+    seq: int
+    inbox_id: str
+    warmup: bool
+    acked: float | None = None
+    email_id: str | None = None
+    received: float | None = None
+    received_id: str | None = None
+    error: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.error is not None or (self.acked is not None and self.received is not None)
+
+
+@dataclass(eq=False)
+class _Waiter:
+    inbox_id: str
+    address: str
+    group: str
+    parked_at: float = 0.0  # when the pending wait request went out; 0 while not waiting
+    sample: _Sample | None = None
+
+
+async def scenario_wait(ctx: Context) -> dict:
+    sizes, fx, stack = ctx.sizes, ctx.fixtures, ctx.stack
+    redis = aioredis.from_url(ctx.redis_url)
+    rng = random.Random(20)
+    counters: Counter[str] = Counter()
+    waiters = [
+        _Waiter(inbox_id, address, fx.group_prefix + inbox_id)
+        for inbox_id, address in fx.inboxes[: sizes.waiters]
+    ]
+    gate = asyncio.Semaphore(sizes.connect_concurrency)
+
+    async def run(waiter: _Waiter) -> None:
+        conn = HttpConnection(stack.http_port, fx.key)
+        async with gate:
+            await conn.connect()
+        path = f"/api/v1/inboxes/{waiter.inbox_id}/wait?timeout=120"
+        try:
+            while True:
+                waiter.parked_at = time.perf_counter()
+                response = await conn.get(path)
+                now = time.perf_counter()
+                waiter.parked_at = 0.0
+                counters[f"http_{response.status}"] += 1
+                if response.status == 200:
+                    sample, waiter.sample = waiter.sample, None
+                    if sample is None:
+                        counters["unexpected_200"] += 1
+                        continue
+                    sample.received, sample.received_id = now, json.loads(response.body)["id"]
+                elif response.status != 204:
+                    await asyncio.sleep(1)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            counters[f"waiter_error {type(exc).__name__}"] += 1
+        finally:
+            conn.close()
+
+    async def subscribed(groups: list[str]) -> int:
+        count = 0
+        for start in range(0, len(groups), 500):
+            answer = await redis.pubsub_numsub(*groups[start : start + 500])
+            count += sum(1 for _, subscribers in answer if subscribers)
+        return count
+
+    async def pick() -> _Waiter:
+        for _ in range(500):
+            now = time.perf_counter()
+            ready = [
+                w
+                for w in waiters
+                if w.sample is None and w.parked_at and now - w.parked_at >= GRACE_S
+            ]
+            if ready:
+                waiter = rng.choice(ready)
+                if await subscribed([waiter.group]):
+                    return waiter
+                counters["picked_not_subscribed"] += 1
+            await asyncio.sleep(0.01)
+        raise RuntimeError("no parked waiter to send to")
+
+    async def deliver(sample: _Sample, waiter: _Waiter) -> None:
+        try:
+            sample.acked, line = await smtp_send(
+                stack.smtp_port, SENDER, waiter.address, bench_message(waiter.address, sample.seq)
+            )
+            sample.email_id = line.split()[-1]
+        except Exception as exc:
+            sample.error = f"smtp {type(exc).__name__}: {exc}"
+            if waiter.sample is sample:
+                waiter.sample = None
+
+    tasks = [asyncio.ensure_future(run(w)) for w in waiters]
+    started = time.perf_counter()
+    groups = [w.group for w in waiters]
+    parked = 0
+    while time.perf_counter() - started < 120:
+        parked = await subscribed(groups)
+        if parked == len(waiters):
+            break
+        await asyncio.sleep(0.25)
+    park_seconds = time.perf_counter() - started
+    await asyncio.sleep(SETTLE_S)
+
+    window = ctx.cpu_window()
+    profilers = ctx.profilers("a")
+    samples: list[_Sample] = []
+    sends: list[asyncio.Task] = []
+    total = sizes.warmup + sizes.messages
+    t0 = time.perf_counter()
+    for seq in range(total):
+        delay = t0 + seq / sizes.rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        waiter = await pick()
+        sample = _Sample(seq, waiter.inbox_id, warmup=seq < sizes.warmup)
+        waiter.sample = sample
+        samples.append(sample)
+        sends.append(asyncio.ensure_future(deliver(sample, waiter)))
+    send_seconds = time.perf_counter() - t0
+    await asyncio.gather(*sends)
+    deadline = time.perf_counter() + 15
+    while time.perf_counter() < deadline and not all(s.complete for s in samples):
+        await asyncio.sleep(0.05)
+    cpu = window.result()
+    profiles = _stop_profilers(profilers)
+
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await redis.aclose()
+
+    measured = [s for s in samples if not s.warmup]
+    good = [
+        s
+        for s in measured
+        if s.acked is not None and s.received is not None and s.received_id == s.email_id
+    ]
+    latencies = [s.received - s.acked for s in good]  # type: ignore[operator]
+    series = [  # (seconds since the first message, latency ms), for plots and drift
+        (round(s.acked - t0, 3), _ms(s.received - s.acked))  # type: ignore[operator]
+        for s in good
+    ]
+    result: dict = {
+        "waiters": len(waiters),
+        "parked": parked,
+        "park_seconds": round(park_seconds, 2),
+        "messages_measured": len(measured),
+        "messages_warmup": sizes.warmup,
+        "target_rate": sizes.rate,
+        "achieved_rate": round(total / send_seconds, 2) if send_seconds else None,
+        "delivered": len(good),
+        "lost": sum(1 for s in measured if s.error is None and s.received is None),
+        "mismatched": sum(1 for s in measured if s.received and s.received_id != s.email_id),
+        "smtp_errors": sum(1 for s in measured if s.error),
+        "response_before_250": sum(1 for v in latencies if v < 0),
+        "counters": dict(counters),
+        "cpu": cpu,
+        "profiles": profiles,
+        "series": series,
+    }
+    if latencies:
+        result.update(
+            p50_ms=_ms(percentile(latencies, 50)),
+            p90_ms=_ms(percentile(latencies, 90)),
+            p99_ms=_ms(percentile(latencies, 99)),
+            mean_ms=_ms(statistics.fmean(latencies)),
+            min_ms=_ms(min(latencies)),
+            max_ms=_ms(max(latencies)),
+        )
+    return result
+
+
+# --- (b) fan-out --------------------------------------------------------------------------------
+
+
+async def scenario_fanout(ctx: Context) -> dict:
+    sizes, fx, stack = ctx.sizes, ctx.fixtures, ctx.stack
+    inbox_id, address = fx.fanout
+    path = f"/api/v1/inboxes/{inbox_id}/stream"
+    streams = [SseStream(stack.http_port, path, fx.key) for _ in range(sizes.fanout_streams)]
+    live, failures, open_seconds = await _open_all(streams, sizes.connect_concurrency)
+    arrived: Counter[int] = Counter()  # repetition -> streams that have its frame
+    complete: dict[int, asyncio.Event] = {}
+
+    def on_hit(stream: SseStream, _: float) -> None:
+        rep = len(stream.hits)
+        arrived[rep] += 1
+        if arrived[rep] == len(live) and rep in complete:
+            complete[rep].set()
+
+    for stream in live:
+        stream.follow(RECEIVED_MARKER, on_hit)
+    await asyncio.sleep(SETTLE_S)
+
+    window = ctx.cpu_window()
+    profilers = ctx.profilers("b")
+    reps: list[dict] = []
+    for rep in range(1, sizes.fanout_repeats + 1):
+        complete[rep] = asyncio.Event()
+        acked, line = await smtp_send(
+            stack.smtp_port, SENDER, address, bench_message(address, 10_000 + rep)
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(complete[rep].wait(), timeout=10)
+        arrivals = sorted(s.hits[rep - 1] for s in live if len(s.hits) >= rep)
+        reps.append(
+            {
+                "email_id": line.split()[-1],
+                "streams_received": len(arrivals),
+                "first_ms": _ms(arrivals[0] - acked) if arrivals else None,
+                "median_ms": _ms(statistics.median(arrivals) - acked) if arrivals else None,
+                "last_ms": _ms(arrivals[-1] - acked) if arrivals else None,
+                "complete": len(arrivals) == len(live),
+            }
+        )
+        await asyncio.sleep(1)
+    cpu = window.result()
+    profiles = _stop_profilers(profilers)
+    await close_all(streams)
+
+    lasts = [r["last_ms"] for r in reps if r["complete"]]
+    return {
+        "streams_requested": len(streams),
+        "streams_open": len(live),
+        "open_failures": dict(failures),
+        "open_seconds": round(open_seconds, 2),
+        "repeats": reps,
+        "last_median_ms": round(statistics.median(lasts), 2) if lasts else None,
+        "last_max_ms": max(lasts) if lasts else None,
+        "incomplete_repeats": sum(1 for r in reps if not r["complete"]),
+        "cpu": cpu,
+        "profiles": profiles,
+    }
+
+
+# --- (c) idle streams ---------------------------------------------------------------------------
+
+
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+async def scenario_idle(ctx: Context) -> dict:
+    sizes, fx, stack = ctx.sizes, ctx.fixtures, ctx.stack
+    pid = stack.web.pid
+
+    def stream_for(number: int) -> SseStream:
+        inbox_id, _ = fx.inboxes[number % len(fx.inboxes)]
+        return SseStream(stack.http_port, f"/api/v1/inboxes/{inbox_id}/stream", fx.key)
+
+    # Warm-up: the first streams import lazily, connect to PostgreSQL and Redis, fill caches.
+    warm, _, _ = await _open_all([stream_for(n) for n in range(50)], 50)
+    await close_all(warm)
+    await asyncio.sleep(SETTLE_S + 1)
+    before = rss_kb(pid)
+    fds_before = _open_fds(pid)
+
+    window = ctx.cpu_window()
+    streams = [stream_for(n) for n in range(sizes.idle_streams)]
+    live, failures, open_seconds = await _open_all(streams, sizes.connect_concurrency)
+    for stream in live:
+        stream.follow(b"event: ", lambda stream, t: None)
+    await asyncio.sleep(SETTLE_S + 1)
+    held = sum(1 for s in live if not s.closed)
+    after = rss_kb(pid)
+    peak = rss_kb(pid, "VmHWM")
+    fds_after = _open_fds(pid)
+    cpu = window.result()
+
+    await close_all(streams)
+    await asyncio.sleep(SETTLE_S + 2)
+    after_close = rss_kb(pid)
+    return {
+        "streams_requested": len(streams),
+        "streams_held": held,
+        "open_failures": dict(failures),
+        "open_seconds": round(open_seconds, 2),
+        "inboxes": min(len(fx.inboxes), len(streams)),
+        "rss_before_kb": before,
+        "rss_after_kb": after,
+        "rss_peak_kb": peak,
+        "rss_after_close_kb": after_close,
+        "kb_per_stream": round((after - before) / held, 1) if held else None,
+        "web_fds_before": fds_before,
+        "web_fds_after": fds_after,
+        "cpu": cpu,
+    }
+
+
+RUNNERS: dict[str, Callable[[Context], Awaitable[dict]]] = {
+    "a": scenario_wait,
+    "b": scenario_fanout,
+    "c": scenario_idle,
+}
