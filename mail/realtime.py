@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import re
 from datetime import datetime
 from typing import Any
@@ -142,6 +143,8 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         found = await _find(inbox, since, query, seen)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + query["timeout"]
+        # Jittered, so waiters parked together do not all re-read the database together.
+        poll_every = POLL_SECONDS * random.uniform(0.5, 1.5)
         last_poll = loop.time()
         while found is None:
             remaining = deadline - loop.time()
@@ -149,7 +152,7 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
                 break
             if pending is None:
                 pending = asyncio.ensure_future(layer.receive(channel))
-            done = await _race(pending, disconnect, timeout=min(remaining, POLL_SECONDS))
+            done = await _race(pending, disconnect, timeout=min(remaining, poll_every))
             if disconnect in done:
                 return
             if pending in done:
@@ -163,7 +166,7 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
                 ):
                     found = await _load(inbox, email["id"])
                 seen.add(email["id"])
-            elif loop.time() - last_poll >= POLL_SECONDS:
+            elif loop.time() - last_poll >= poll_every:
                 last_poll = loop.time()
                 found = await _find(inbox, since, query, seen)
         if found is None:

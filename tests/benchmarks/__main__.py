@@ -1,11 +1,15 @@
-"""``python -m tests.benchmarks [--quick] [--only a|b|c] [--profile cpu|wall] [--fail-on-miss]``.
+"""``python -m tests.benchmarks [--quick] [--only a|b|c] [--calls] [--profile cpu|wall] ...``.
 
 Creates ``pigeonhole_bench`` from ``DATABASE_URL``'s server and migrates it, creates a workspace,
 an admin key and the inboxes, starts ``manage.py smtpd`` (once) and daphne (fresh for each
 scenario) on 127.0.0.1, runs the scenarios, prints the table of figures against targets, writes
 ``tests/benchmarks/results/latest.{json,md}``, then stops the processes and drops the database.
 ``--profile`` also records the web and SMTP processes with py-spy during each measurement
-(``results/profile-<scenario>-<process>.txt``, collapsed stacks).
+(``results/profile-<scenario>-<process>-<mode>.txt``, collapsed stacks; summarise them with
+``python -m tests.benchmarks.profiles``). ``--calls`` first times ``mail.realtime``'s database
+calls one by one (``tests.benchmarks.calls``). Other people's work shares the machine's CPUs:
+before each scenario the harness waits (``--quiet-wait``) for the machine to calm down, and it
+reports the CPU everything else used during each measurement beside the figures.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quiet-wait",
         type=float,
-        default=120,
+        default=60,
         metavar="SECONDS",
         help="before each scenario, wait up to this long for the machine to be under "
         f"{QUIET_PCT:.0f}%% busy (other work shares the CPUs); 0 to skip",

@@ -28,6 +28,8 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from redis import asyncio as aioredis
 
@@ -399,6 +401,36 @@ def _open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def _tcp_peers(pid: int, ports: dict[int, str]) -> dict[str, int]:
+    """The process's established TCP connections by the peer's well-known port (from /proc)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    counts = dict.fromkeys(ports.values(), 0)
+    counts["other"] = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[9] not in inodes or fields[3] != "01":  # 01: ESTABLISHED
+                continue
+            local, remote = (
+                int(fields[1].rsplit(":", 1)[1], 16),
+                int(fields[2].rsplit(":", 1)[1], 16),
+            )
+            name = ports.get(remote) or ports.get(-local)
+            counts[name or "other"] += 1
+    return counts
+
+
 async def scenario_idle(ctx: Context) -> dict:
     sizes, fx, stack = ctx.sizes, ctx.fixtures, ctx.stack
     pid = stack.web.pid
@@ -424,6 +456,11 @@ async def scenario_idle(ctx: Context) -> dict:
     after = rss_kb(pid)
     peak = rss_kb(pid, "VmHWM")
     fds_after = _open_fds(pid)
+    redis_port = urlsplit(ctx.redis_url).port or 6379
+    pg_port = (urlsplit(ctx.database_url).port if ctx.database_url else None) or 5432
+    peers = _tcp_peers(
+        pid, {-stack.http_port: "clients", redis_port: "redis", pg_port: "postgresql"}
+    )
     cpu = window.result()
 
     await close_all(streams)
@@ -442,6 +479,7 @@ async def scenario_idle(ctx: Context) -> dict:
         "kb_per_stream": round((after - before) / held, 1) if held else None,
         "web_fds_before": fds_before,
         "web_fds_after": fds_after,
+        "web_tcp_connections": peers,
         "cpu": cpu,
     }
 
