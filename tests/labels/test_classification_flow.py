@@ -134,15 +134,14 @@ def test_removed_classifier_label_is_a_negative_example(
 def test_sweeper_announces_emails_whose_task_was_lost(llm: FakeLLM, inbox: Inbox, settings) -> None:  # type: ignore[no-untyped-def]
     from config.celery import app
 
+    broker = app.conf.broker_url
     app.conf.task_always_eager = False
-    settings.CELERY_BROKER_URL = "memory://"
+    app.conf.broker_url = "memory://"  # the task goes nowhere: a lost task
     try:
-        with app.connection_for_write():
-            pass
-        app.conf.broker_url = "memory://"  # the task goes nowhere: a lost task
         email = receive(inbox)
     finally:
         app.conf.task_always_eager = True
+        app.conf.broker_url = broker
     assert Email.objects.get(pk=email.pk).announced_at is None
     assert classification.announce_overdue() == 0  # not overdue yet
     with time_machine.travel(timezone.now() + timedelta(seconds=40)):
