@@ -1,22 +1,21 @@
 """Long-poll wait and the Server-Sent Events stream, as raw ASGI apps routed by Channels.
 
 Neither holds a thread or a database connection while it waits: each does its database work in
-short ``database_sync_to_async`` calls, then awaits the inbox's channel-layer group (woken by
-``webhooks.events`` after commit), the client's disconnect, or a timer. The event log is the
-truth: a timer re-reads it now and then, so a lost wake-up delays an event but never loses it.
+short ``db_call``s, then awaits its :class:`webhooks.hub.Listener` — one queue fed by the
+process's single channel-layer subscription per inbox (woken by ``webhooks.events`` after
+commit), by the client's disconnect and by its own timer. The event log is the truth: the hub's
+sweep re-reads it for every listening inbox at once, so a lost wake-up delays an event but never
+loses it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import random
 import re
 from datetime import datetime
 from typing import Any
 
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 from rest_framework import serializers
@@ -32,11 +31,10 @@ from mail.models import Email
 from mail.selectors import email_get
 from mail.serializers import EmailOut
 from webhooks import events
+from webhooks.hub import CLOSED, KEEPALIVE, TIMEOUT, cached, hub
 from webhooks.models import Event
 
-POLL_SECONDS = 15.0  # wait: re-read the database this often in case a wake-up was lost
 KEEPALIVE_SECONDS = 15.0  # stream: a comment line this often
-CATCH_UP_EVERY = 2  # stream: re-read the log every this many keep-alives
 STREAM_EVENTS = (
     events.EMAIL_RECEIVED,
     events.EMAIL_LABELED,
@@ -111,9 +109,14 @@ def _load(inbox: Inbox, email_id: str) -> dict | None:
         return None  # deleted in the meantime
 
 
-async def _race(*aws: Any, timeout: float | None) -> set[asyncio.Future]:
-    done, _ = await asyncio.wait(aws, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    return done
+def _received_since(email: dict[str, Any], since: datetime) -> bool:
+    received = email.get("received_at")
+    if not received:
+        return True
+    try:
+        return datetime.fromisoformat(received) >= since
+    except ValueError:
+        return True
 
 
 async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -132,52 +135,47 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         return
     query = dict(form.validated_data)
     since = query.get("since") or started
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    group = events.inbox_group(inbox.pk)
-    await layer.group_add(group, channel)
+    listeners = hub()
+    listener = await listeners.listen(events.inbox_group(inbox.pk))  # before the first read
     disconnect = asyncio.ensure_future(_wait_disconnect(receive))
-    pending: asyncio.Future | None = None
+    disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
+    timer: asyncio.TimerHandle | None = None
     seen: set[str] = set()
     try:
         found = await _find(inbox, since, query, seen)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + query["timeout"]
-        # Jittered, so waiters parked together do not all re-read the database together.
-        poll_every = POLL_SECONDS * random.uniform(0.5, 1.5)
-        last_poll = loop.time()
+        timer = asyncio.get_running_loop().call_later(query["timeout"], listener.signal, TIMEOUT)
         while found is None:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            if pending is None:
-                pending = asyncio.ensure_future(layer.receive(channel))
-            done = await _race(pending, disconnect, timeout=min(remaining, poll_every))
-            if disconnect in done:
+            message = await listener.get()
+            if message is CLOSED:
                 return
-            if pending in done:
-                message, pending = pending.result(), None
-                if message.get("event") != events.EMAIL_RECEIVED:
-                    continue
-                email = message["data"]["email"]
-                sender = email.get("from") or {}
-                if email["id"] not in seen and _matches(
-                    sender.get("address", ""), sender.get("name", ""), email["subject"], query
-                ):
-                    found = await _load(inbox, email["id"])
-                seen.add(email["id"])
-            elif loop.time() - last_poll >= poll_every:
-                last_poll = loop.time()
+            if message is TIMEOUT:
+                break
+            if listener.lagged:  # dropped wake-ups: the log knows
+                listener.lagged = False
                 found = await _find(inbox, since, query, seen)
+                continue
+            if message.get("event") != events.EMAIL_RECEIVED:
+                continue
+            email = message["data"]["email"]
+            sender = email.get("from") or {}
+            if (
+                email["id"] not in seen
+                and _received_since(email, since)
+                and _matches(
+                    sender.get("address", ""), sender.get("name", ""), email["subject"], query
+                )
+            ):
+                found = await _load(inbox, email["id"])
+            seen.add(email["id"])
         if found is None:
             await send_empty(send, 204)
         else:
             await send_json(send, 200, found)
     finally:
-        for task in (pending, disconnect):
-            if task is not None:
-                task.cancel()
-        await layer.group_discard(group, channel)
+        if timer is not None:
+            timer.cancel()
+        disconnect.cancel()
+        listeners.leave(listener)
 
 
 async def _wait_disconnect(receive: Receive) -> None:
@@ -283,12 +281,18 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
             raise
         await send_error(send, error)
         return
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    group = events.inbox_group(inbox.pk)
-    await layer.group_add(group, channel)  # subscribe before reading, so nothing falls between
+    listeners = hub()
+    listener = await listeners.listen(events.inbox_group(inbox.pk))  # before reading the log
     disconnect = asyncio.ensure_future(_wait_disconnect(receive))
-    pending: asyncio.Future | None = None
+    disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
+    loop = asyncio.get_running_loop()
+    timer: asyncio.TimerHandle | None = None
+
+    def keep_alive() -> None:
+        nonlocal timer
+        listener.signal(KEEPALIVE)
+        timer = loop.call_later(KEEPALIVE_SECONDS, keep_alive)
+
     try:
         await send(
             {
@@ -314,37 +318,39 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
                 last = event_id
 
         await catch_up()
-        quiet = 0
+        timer = loop.call_later(KEEPALIVE_SECONDS, keep_alive)
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(layer.receive(channel))
-            done = await _race(pending, disconnect, timeout=KEEPALIVE_SECONDS)
-            if disconnect in done:
+            message = await listener.get()
+            if message is CLOSED:
                 return
-            if pending in done:
-                message, pending = pending.result(), None
-                if message["id"] <= last:
-                    continue
-                if message.get("prev_id") == last:  # the chain is intact: no query needed
-                    if message["event"] in STREAM_EVENTS:
-                        payload = stream_payload(
-                            message["event"], inbox.pk, message["data"], message["at"]
-                        )
-                        frame = _frame(message["id"], message["event"], payload)
-                        await send({"type": "http.response.body", "body": frame, "more_body": True})
-                    last = message["id"]
-                else:
-                    await catch_up()
+            if message is KEEPALIVE:
+                await send(
+                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
+                )
                 continue
-            quiet += 1
-            await send(
-                {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
-            )
-            if quiet % CATCH_UP_EVERY == 0:
+            if listener.lagged:
+                listener.lagged = False
                 await catch_up()
+                continue
+            if message["id"] <= last:
+                continue
+            if message.get("prev_id") != last:  # a gap in the chain: the log fills it
+                await catch_up()
+                continue
+            last = message["id"]
+            frame = cached(message, inbox.pk, lambda m=message: _wake_frame(m, inbox.pk))
+            if frame:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
     finally:
-        for task in (pending, disconnect):
-            if task is not None:
-                task.cancel()
-        with contextlib.suppress(Exception):
-            await layer.group_discard(group, channel)
+        if timer is not None:
+            timer.cancel()
+        disconnect.cancel()
+        listeners.leave(listener)
+
+
+def _wake_frame(message: dict[str, Any], inbox_id: str) -> bytes:
+    """The SSE frame of a wake-up message (empty for events the stream does not carry)."""
+    if message["event"] not in STREAM_EVENTS:
+        return b""
+    payload = stream_payload(message["event"], inbox_id, message["data"], message["at"])
+    return _frame(message["id"], message["event"], payload)

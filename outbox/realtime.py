@@ -1,7 +1,8 @@
 """``wait`` for outbox decisions without a thread: an ASGI wrapper in front of the Django views
 of ``POST /inboxes/{id}/send`` and ``GET /outbox/{id}``. The view answers first (auth, checks,
-the item); if the item is pending and ``wait`` asks for it, the wrapper parks on the item's
-channel-layer group (and re-reads the row every 2 s) until its status changes or time is up."""
+the item); if the item is pending and ``wait`` asks for it, the wrapper listens on the item's
+group through the process's wake-up hub (and re-reads the row every 2 s) until its status changes
+or time is up."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ import asyncio
 import json
 from typing import Any
 
-from channels.layers import get_channel_layer
-
 from config.api.asgi import Receive, Send, db_call, query_params, send_json
 from outbox.models import OutboxItem, Status
 from outbox.serializers import OutboxOut
 from outbox.services import outbound_record
 from webhooks.events import outbox_group
+from webhooks.hub import CLOSED, TIMEOUT, hub
 
 POLL_SECONDS = 2.0
 
@@ -27,13 +27,13 @@ def _current(item_id: str) -> dict | None:
 
 
 async def _wait_for_change(item_id: str, timeout: float, receive: Receive) -> dict | None:
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    group = outbox_group(item_id)
-    await layer.group_add(group, channel)
+    listeners = hub()
+    listener = await listeners.listen(outbox_group(item_id))  # before the first read
     disconnect = asyncio.ensure_future(_until_disconnect(receive))
+    disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    timer: asyncio.TimerHandle | None = None
     try:
         while True:
             current = await _current(item_id)
@@ -42,18 +42,15 @@ async def _wait_for_change(item_id: str, timeout: float, receive: Receive) -> di
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return current
-            woken = asyncio.ensure_future(layer.receive(channel))
-            done, _ = await asyncio.wait(
-                {woken, disconnect},
-                timeout=min(remaining, POLL_SECONDS),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            woken.cancel()
-            if disconnect in done:
+            timer = loop.call_later(min(remaining, POLL_SECONDS), listener.signal, TIMEOUT)
+            if await listener.get() is CLOSED:
                 return None
+            timer.cancel()
     finally:
+        if timer is not None:
+            timer.cancel()
         disconnect.cancel()
-        await layer.group_discard(group, channel)
+        listeners.leave(listener)
 
 
 async def _until_disconnect(receive: Receive) -> None:

@@ -127,7 +127,7 @@ def wake_listeners(event: Event) -> None:
         return
     layer = get_channel_layer()
     if layer is not None:
-        async_to_sync(layer.group_send)(group, wake_message(event))
+        async_to_sync(layer.group_send)(group, {**wake_message(event), "group": group})
 
 
 def prune(*, older_than: timedelta) -> int:

@@ -7,9 +7,9 @@ with the web process's settings (PostgreSQL, ``CONN_MAX_AGE=60`` with health che
 cache for the rate limit): wall time per call and the CPU time this process spent on it. The
 CPU part runs under the GIL, so it is what a web process cannot overlap with its event loop.
 
-From those it derives the database-call load of scenario (a): every parked waiter re-reads the
-database every ``POLL_SECONDS``, and every message costs ``_load`` for the answer, then the
-re-park's ``_open`` and ``_find``.
+From those it derives the database-call load of scenario (a): the web process's hub re-reads the
+log once every ``SWEEP_SECONDS`` for all parked waiters together (costed here as one ``_find``),
+and every message costs ``_load`` for the answer, then the re-park's ``_open`` and ``_find``.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ async def measure(
 
     from inboxes.models import Inbox
     from mail import realtime
+    from webhooks import hub
 
     inbox_id, _ = fixtures.inboxes[-1]
     inbox = await sync_to_async(Inbox.objects.select_related("workspace").get)(pk=inbox_id)
@@ -110,11 +111,11 @@ async def measure(
     def cost(prefix: str, field: str) -> float:
         return next(v[field] for k, v in timings.items() if k.startswith(prefix))
 
-    polls = waiters / realtime.POLL_SECONDS
+    polls = 1 / hub.SWEEP_SECONDS
     model = {
         "waiters": waiters,
         "rate": rate,
-        "poll_seconds": realtime.POLL_SECONDS,
+        "poll_seconds": hub.SWEEP_SECONDS,
         "poll_calls_per_s": round(polls, 1),
         "message_calls_per_s": 3 * rate,
     }
@@ -140,7 +141,7 @@ def markdown(result: dict) -> str:
     ]
     lines += [
         "",
-        f"Scenario (a) at {model['waiters']:,} waiters (poll every {model['poll_seconds']:g} s) "
+        f"Scenario (a) at {model['waiters']:,} waiters (one sweep every {model['poll_seconds']:g} s) "
         f"and {model['rate']:g} msg/s: {model['poll_calls_per_s']:.0f} polls/s + "
         f"{model['message_calls_per_s']:.0f} calls/s for messages = "
         f"{model['wall_ms_per_s']:.0f} ms of database calls per second, "

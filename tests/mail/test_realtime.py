@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -297,3 +298,32 @@ def test_stream_auth(stack: Stack, setup: tuple[Inbox, str], other_workspace: Wo
         assert response.status_code == 200
         first = next(response.iter_lines())
         assert first == ": connected"
+
+
+def test_lost_wake_ups_are_recovered_from_the_log(
+    stack: Stack, setup: tuple[Inbox, str], settings: Any
+) -> None:
+    """Mail whose wake-up nobody hears (published under another channel-layer prefix, as if the
+    web process was cut off from Redis at that moment) still reaches the parked waiter and the
+    stream: the web process's sweep reads the log."""
+    from mail.pipeline import receive_one
+
+    inbox, key = setup
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": "nobody-listens"},
+        }
+    }
+    got, thread = collect(stack, key, inbox, 2)
+    with stack.client(key) as client:
+        waiter = Waiter(client, f"inboxes/{inbox.pk}/wait", {"timeout": 60, "subject": "^lost"})
+        waiter.start()
+        time.sleep(0.5)  # parked
+        receive_one(message(to=inbox.address, subject="lost 1"), to=inbox.address)
+        receive_one(message(to=inbox.address, subject="lost 2"), to=inbox.address)
+        waiter.join(30)
+    thread.join(30)
+    assert waiter.response is not None and waiter.response.status_code == 200
+    assert waiter.response.json()["subject"] == "lost 1"
+    assert [e["data"]["subject"] for e in got] == ["lost 1", "lost 2"]
