@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from typing import Any
 
@@ -20,6 +21,8 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.SMTP_PORT)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        gc.collect()
+        gc.freeze()  # startup objects live forever: keep them out of full collections
         asyncio.run(self._serve(options["host"], options["port"]))
 
     async def _serve(self, host: str, port: int) -> None:
