@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean browser
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -31,7 +31,14 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: install
+# The dashboard's browser tests drive Debian's Chromium through Playwright (never `playwright
+# install`): installed here when missing, so `make test` fails only if apt cannot provide it.
+browser:
+	@command -v chromium >/dev/null || (echo "browser: installing Debian's chromium for the dashboard tests" && \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || \
+		(echo "browser: Chromium is missing and could not be installed; run 'apt-get install chromium' as root" >&2; exit 1)
+
+test: install browser
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.preflight
 	$(BIN)/ruff check .

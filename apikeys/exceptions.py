@@ -1,6 +1,6 @@
 """Errors of the tenancy and access app."""
 
-from config.api.errors import Unauthorized
+from config.api.errors import Conflict, Forbidden, Unauthorized
 
 
 class InvalidKey(Unauthorized):
@@ -13,3 +13,17 @@ class KeyRevoked(Unauthorized):
 
 class KeyExpired(Unauthorized):
     message = "The API key has expired."
+
+
+class LastOwner(Conflict):
+    code = "last_owner"
+    message = "A workspace always keeps at least one owner: make someone else an owner first."
+
+
+class AlreadyMember(Conflict):
+    code = "already_member"
+    message = "That person is already a member of this workspace."
+
+
+class RoleNotAllowed(Forbidden):
+    message = "Only owners can make someone an owner or change or remove an owner."

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hmac
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
+from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 
 from apikeys import tokens
 from apikeys.exceptions import InvalidKey, KeyExpired, KeyRevoked
-from apikeys.models import ApiKey, Membership, Workspace
+from apikeys.models import ApiKey, Membership, Role, Workspace
 from config.api.errors import NotFound
 
 
@@ -56,4 +56,36 @@ def membership_for(user: AbstractBaseUser, workspace_id: str | None) -> Membersh
 
 
 def memberships_of(user: AbstractBaseUser) -> QuerySet[Membership]:
+    """All of the user's memberships, oldest first (the workspace switcher)."""
     return Membership.objects.select_related("workspace").filter(user=user).order_by("created_at")
+
+
+def membership_list(workspace: Workspace) -> QuerySet[Membership]:
+    """The workspace's members, owners first, then admins, then members, each by e-mail."""
+    order = Case(
+        When(role=Role.OWNER, then=Value(0)),
+        When(role=Role.ADMIN, then=Value(1)),
+        default=Value(2),
+    )
+    return (
+        Membership.objects.select_related("user")
+        .filter(workspace=workspace)
+        .order_by(order, "user__username")
+    )
+
+
+def membership_get(workspace: Workspace, membership_id: int | str) -> Membership:
+    """One membership of the workspace, or not_found."""
+    try:
+        pk = int(membership_id)
+    except (TypeError, ValueError):
+        raise NotFound("No such member.") from None
+    membership = membership_list(workspace).filter(pk=pk).first()
+    if membership is None:
+        raise NotFound("No such member.")
+    return membership
+
+
+def membership_in(user: AbstractBaseUser, workspace_id: str) -> Membership | None:
+    """The user's membership in exactly ``workspace_id`` (no fallback), or None."""
+    return memberships_of(user).filter(workspace_id=workspace_id).first()

@@ -11,7 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from apikeys import tokens
+from apikeys.exceptions import AlreadyMember, LastOwner, RoleNotAllowed
 from apikeys.models import ApiKey, KeyKind, Membership, Role, Workspace
+from config.api.errors import Forbidden, NotFound, ValidationFailed
 
 ALL_SCOPES = ("read", "write", "send", "admin")
 
@@ -50,6 +52,89 @@ def membership_set(*, workspace: Workspace, user: AbstractBaseUser, role: str) -
         membership.role = role
         membership.save(update_fields=["role"])
     return membership
+
+
+_MANAGERS = (Role.OWNER, Role.ADMIN)
+
+
+def _check_manager(actor: Membership, workspace: Workspace) -> None:
+    if actor.workspace_id != workspace.pk:
+        raise NotFound("No such member.")
+    if actor.role not in _MANAGERS:
+        raise Forbidden("Only owners and admins can manage the members of a workspace.")
+
+
+def _check_role(role: str) -> None:
+    if role not in Role.values:
+        raise ValidationFailed.at("role", f"Choose one of {', '.join(Role.values)}.")
+
+
+def _lock_owners(workspace: Workspace) -> list[int]:
+    """Locks the workspace's owner rows (so two demotions cannot both pass) and lists their ids."""
+    return list(
+        Membership.objects.select_for_update()
+        .filter(workspace=workspace, role=Role.OWNER)
+        .order_by("pk")
+        .values_list("pk", flat=True)
+    )
+
+
+def membership_add(
+    *, actor: Membership, email: str, role: str, password: str | None = None
+) -> Membership:
+    """Adds a person to the actor's workspace by e-mail, creating the user when new.
+
+    Owners and admins may add members; only owners may add owners. The password is used only
+    for a new user: an existing account keeps its own, so no admin can take over someone's login.
+    """
+    workspace = actor.workspace
+    _check_manager(actor, workspace)
+    _check_role(role)
+    if role == Role.OWNER and actor.role != Role.OWNER:
+        raise RoleNotAllowed()
+    email = email.strip().lower()
+    if not email or "@" not in email:
+        raise ValidationFailed.at("email", "Enter the person's e-mail address.")
+    User = get_user_model()
+    with transaction.atomic():
+        user = User.objects.filter(username=email).first()
+        if user is None:
+            if not password:
+                raise ValidationFailed.at("password", "Set a first password for a new user.")
+            user = user_get_or_create(email=email, password=password)
+        elif Membership.objects.filter(workspace=workspace, user=user).exists():
+            raise AlreadyMember()
+        return Membership.objects.create(workspace=workspace, user=user, role=role)
+
+
+def membership_role_set(*, actor: Membership, membership: Membership, role: str) -> Membership:
+    """Changes a member's role; only owners grant or take away the owner role; one owner stays."""
+    _check_manager(actor, membership.workspace)
+    _check_role(role)
+    with transaction.atomic():
+        owners = _lock_owners(membership.workspace)
+        membership.refresh_from_db(fields=["role"])
+        if (role == Role.OWNER or membership.role == Role.OWNER) and actor.role != Role.OWNER:
+            raise RoleNotAllowed()
+        if membership.role == role:
+            return membership
+        if membership.role == Role.OWNER and owners == [membership.pk]:
+            raise LastOwner()
+        membership.role = role
+        membership.save(update_fields=["role"])
+    return membership
+
+
+def membership_remove(*, actor: Membership, membership: Membership) -> None:
+    """Removes a member from the workspace; only owners remove owners; one owner stays."""
+    _check_manager(actor, membership.workspace)
+    with transaction.atomic():
+        owners = _lock_owners(membership.workspace)
+        if membership.pk in owners and actor.role != Role.OWNER:
+            raise RoleNotAllowed()
+        if owners == [membership.pk]:
+            raise LastOwner()
+        Membership.objects.filter(pk=membership.pk).delete()
 
 
 @dataclass(frozen=True)

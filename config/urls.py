@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView
 
-from apikeys.views import home
 from config.health import healthz
 
 api_v1 = [
@@ -25,9 +23,13 @@ urlpatterns = [
     path("api/openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("api/docs", SpectacularRedocView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", home, name="home"),
+    # Dashboard pages: each app owns its dashboard_urls (flat names, prefixed by area).
+    path("", include("apikeys.dashboard_urls")),
+    path("", include("inboxes.dashboard_urls")),
+    path("", include("mail.dashboard_urls")),
+    path("", include("outbox.dashboard_urls")),
+    path("", include("labels.dashboard_urls")),
+    path("", include("webhooks.dashboard_urls")),
 ]
 
 handler404 = "config.api.errors.handler404"

@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 
 from apikeys.models import Workspace
 from outbox.exceptions import OutboxNotFound
-from outbox.models import OutboxItem
+from outbox.models import OutboxItem, Status
 
 
 def outbox_list(workspace: Workspace, *, status: str | None = None) -> QuerySet[OutboxItem]:
@@ -21,3 +21,8 @@ def outbox_get(workspace: Workspace, item_id: str) -> OutboxItem:
     if item is None:
         raise OutboxNotFound()
     return item
+
+
+def outbox_pending_count(workspace: Workspace) -> int:
+    """How many of the workspace's outgoing messages wait for a decision (the nav badge)."""
+    return OutboxItem.objects.filter(workspace=workspace, status=Status.PENDING).count()

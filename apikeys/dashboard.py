@@ -1,0 +1,69 @@
+"""The dashboard's access rule: ``@member_required`` resolves the signed-in user's workspace.
+
+Every dashboard page of every app is wrapped in it::
+
+    @member_required()                          # any member of the current workspace
+    @member_required(roles=("owner", "admin"))  # 403 page for everyone else
+
+It sends anonymous visitors to ``/login/``, answers a plain-words page to a user who belongs to
+no workspace, and sets ``request.membership`` (with ``.workspace`` and ``.role``) for the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from apikeys import selectors
+from apikeys.authentication import SESSION_WORKSPACE_KEY
+from apikeys.models import Membership
+
+View = Callable[..., HttpResponse]
+
+
+def current_membership(request: HttpRequest) -> Membership | None:
+    """The signed-in user's membership in the session's workspace (else their oldest one)."""
+    cached = getattr(request, "membership", None)
+    if cached is not None:
+        return cached
+    if not request.user.is_authenticated:
+        return None
+    membership = selectors.membership_for(request.user, request.session.get(SESSION_WORKSPACE_KEY))
+    request.membership = membership  # type: ignore[attr-defined]
+    return membership
+
+
+def forbidden_page(request: HttpRequest, message: str) -> HttpResponse:
+    """The plain-words 403 page."""
+    return render(request, "apikeys/forbidden.html", {"message": message}, status=403)
+
+
+def member_required(roles: Iterable[str] | None = None) -> Callable[[View], View]:
+    """Login and a workspace required; with ``roles``, only those roles may pass."""
+    allowed = frozenset(roles) if roles is not None else None
+
+    def decorator(view: View) -> View:
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return redirect_to_login(request.get_full_path())
+            membership = current_membership(request)
+            if membership is None:
+                return render(request, "apikeys/no_workspace.html", status=403)
+            if allowed is not None and membership.role not in allowed:
+                names = " and ".join(sorted(f"{r}s" for r in allowed))
+                return forbidden_page(
+                    request,
+                    f"Only {names} of {membership.workspace.name} can do this. "
+                    f"Your role there is {membership.role}.",
+                )
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorator

@@ -1,0 +1,3 @@
+"""Dashboard pages of the inboxes app."""
+
+urlpatterns: list = []

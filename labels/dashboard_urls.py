@@ -1,0 +1,3 @@
+"""Dashboard pages of the labels app."""
+
+urlpatterns: list = []

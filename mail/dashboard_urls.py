@@ -1,0 +1,3 @@
+"""Dashboard pages of the mail app."""
+
+urlpatterns: list = []

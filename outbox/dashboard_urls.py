@@ -1,0 +1,3 @@
+"""Dashboard pages of the outbox app."""
+
+urlpatterns: list = []

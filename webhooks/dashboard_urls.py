@@ -1,0 +1,3 @@
+"""Dashboard pages of the webhooks app."""
+
+urlpatterns: list = []
