@@ -18,7 +18,7 @@ from apikeys.serializers import (
     KeyUpdateIn,
     MeOut,
 )
-from config.api.pagination import page_body, paginate
+from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import DeletedOut, page_of
 
@@ -32,12 +32,7 @@ class KeysApi(APIView):
     @extend_schema(operation_id="listKeys", parameters=[KeyListQuery], responses=page_of(KeyOut))
     def get(self, request: Request) -> Response:
         query = parse_query(KeyListQuery, request)
-        rows, cursor = paginate(
-            selectors.api_key_list(request.auth.workspace),
-            limit=query["limit"],
-            cursor=query.get("cursor"),
-        )
-        return Response(page_body(KeyOut(rows, many=True).data, cursor))
+        return page_response(selectors.api_key_list(request.auth.workspace), query, KeyOut)
 
     @extend_schema(
         operation_id="createKey",

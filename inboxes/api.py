@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api.pagination import page_body, paginate
+from config.api.pagination import page_body, page_response
 from config.api.query import parse_query
 from config.api.schema import DeletedOut, page_of
 from inboxes import selectors, services
@@ -52,18 +52,14 @@ class InboxesApi(APIView):
     )
     def get(self, request: Request) -> Response:
         query = parse_query(InboxListQuery, request)
-        rows, cursor = paginate(
-            selectors.inbox_list(
-                request.auth.workspace,
-                q=query.get("q", ""),
-                tag=query.get("tag", ""),
-                agent=query.get("agent", ""),
-                include_expired=query["include_expired"],
-            ),
-            limit=query["limit"],
-            cursor=query.get("cursor"),
+        rows = selectors.inbox_list(
+            request.auth.workspace,
+            q=query.get("q", ""),
+            tag=query.get("tag", ""),
+            agent=query.get("agent", ""),
+            include_expired=query["include_expired"],
         )
-        return Response(page_body(InboxOut(rows, many=True).data, cursor))
+        return page_response(rows, query, InboxOut)
 
     @extend_schema(
         operation_id="createInbox",

@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api.pagination import page_body, paginate
+from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import page_of
 from labels import rules as rules_engine
@@ -33,12 +33,7 @@ class LabelsApi(APIView):
     )
     def get(self, request: Request) -> Response:
         query = parse_query(LabelListQuery, request)
-        rows, cursor = paginate(
-            selectors.label_list(request.auth.workspace),
-            limit=query["limit"],
-            cursor=query.get("cursor"),
-        )
-        return Response(page_body(LabelOut(rows, many=True).data, cursor))
+        return page_response(selectors.label_list(request.auth.workspace), query, LabelOut)
 
     @extend_schema(
         operation_id="createLabel",

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api.pagination import page_body, paginate
+from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import DeletedOut, page_of
 from inboxes import selectors as inbox_selectors
@@ -33,19 +33,15 @@ INBOX_ID = OpenApiParameter(
 def _list(request: Request, query: dict, inbox_ref: str | None) -> Response:
     workspace = request.auth.workspace
     inbox = inbox_selectors.inbox_get(workspace, inbox_ref) if inbox_ref else None
-    rows, cursor = paginate(
-        selectors.email_list(
-            workspace,
-            inbox=inbox,
-            q=query.get("q", ""),
-            label=query.get("label", ""),
-            unread=query.get("unread"),
-            since=query.get("since"),
-        ),
-        limit=query["limit"],
-        cursor=query.get("cursor"),
+    rows = selectors.email_list(
+        workspace,
+        inbox=inbox,
+        q=query.get("q", ""),
+        label=query.get("label", ""),
+        unread=query.get("unread"),
+        since=query.get("since"),
     )
-    return Response(page_body(EmailSummaryOut(rows, many=True).data, cursor))
+    return page_response(rows, query, EmailSummaryOut)
 
 
 def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
-from config.api.pagination import page_body, paginate
+from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import page_of
 from inboxes import selectors as inbox_selectors
@@ -97,15 +97,10 @@ class OutboxApi(APIView):
     )
     def get(self, request: Request) -> Response:
         query = parse_query(OutboxListQuery, request)
-        rows, cursor = paginate(
-            selectors.outbox_list(
-                request.auth.workspace, status=query.get("status")
-            ).select_related("decided_by"),
-            limit=query["limit"],
-            cursor=query.get("cursor"),
+        rows = selectors.outbox_list(request.auth.workspace, status=query.get("status"))
+        return page_response(
+            rows.select_related("decided_by"), query, OutboxOut, record=services.outbound_record
         )
-        data = [OutboxOut(services.outbound_record(row)).data for row in rows]
-        return Response(page_body(data, cursor))
 
 
 class OutboxItemApi(APIView):

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apikeys.models import Workspace
-from config.api.pagination import page_body, paginate
+from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import DeletedOut, page_of
 from webhooks import selectors, services
@@ -43,12 +43,7 @@ class EndpointsApi(APIView):
     )
     def get(self, request: Request) -> Response:
         query = parse_query(PageQueryOfDeliveries, request)
-        rows, cursor = paginate(
-            selectors.endpoint_list(request.auth.workspace),
-            limit=query["limit"],
-            cursor=query.get("cursor"),
-        )
-        return Response(page_body(EndpointOut(rows, many=True).data, cursor))
+        return page_response(selectors.endpoint_list(request.auth.workspace), query, EndpointOut)
 
     @extend_schema(
         operation_id="createWebhook",
@@ -104,10 +99,7 @@ class DeliveriesApi(APIView):
     def get(self, request: Request, endpoint_id: str) -> Response:
         query = parse_query(PageQueryOfDeliveries, request)
         endpoint = selectors.endpoint_get(request.auth.workspace, endpoint_id)
-        rows, cursor = paginate(
-            selectors.delivery_list(endpoint), limit=query["limit"], cursor=query.get("cursor")
-        )
-        return Response(page_body(DeliveryOut(rows, many=True).data, cursor))
+        return page_response(selectors.delivery_list(endpoint), query, DeliveryOut)
 
 
 class ReplayApi(APIView):

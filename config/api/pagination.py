@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
+from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 
 from config.api.errors import ValidationFailed
 
@@ -50,3 +52,16 @@ def paginate(
 
 def page_body(data: list, next_cursor: str | None) -> dict:
     return {"data": data, "next_cursor": next_cursor}
+
+
+def page_response(
+    queryset: QuerySet[M],
+    query: Mapping[str, Any],
+    out: type[Serializer],
+    record: Callable[[M], Any] | None = None,
+) -> Response:
+    """The page that ``query`` (``limit``, ``cursor``) asks for, each row rendered by ``out``
+    (after ``record``, when the serializer reads a plain record rather than the model)."""
+    rows, cursor = paginate(queryset, limit=query["limit"], cursor=query.get("cursor"))
+    items = [record(row) for row in rows] if record is not None else rows
+    return Response(page_body(out(items, many=True).data, cursor))
