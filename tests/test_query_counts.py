@@ -1,0 +1,140 @@
+"""No N+1 queries on any list endpoint: a page of many rows costs the same number of queries as a
+page of a few. The rows carry what the serializers read (labels, attachments, attempts,
+deciders), so a missing ``select_related`` or ``prefetch_related`` shows up as a count that grows
+with the page."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from apikeys import services as key_services
+from apikeys.models import Workspace
+from inboxes import services as inbox_services
+from inboxes.models import Inbox
+from labels.models import Label
+from mail.pipeline import receive_one
+from tests.conftest import Api
+from tests.mail.messages import PNG, message
+from webhooks import services as webhook_services
+from webhooks.models import Attempt, Delivery, Endpoint
+
+FEW, MANY = 2, 12
+
+
+def queries(api: Api, path: str, params: dict | None = None) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        response = api.get(api.url(path), params or {})
+    assert response.status_code == 200, response.content
+    return len(captured.captured_queries)
+
+
+def _email(inbox: Inbox, n: int) -> None:
+    raw = message(
+        to=inbox.address,
+        subject=f"invoice {n} code {100000 + n}",
+        attachments=[("a.png", "image/png", PNG)],
+    )
+    delivery = receive_one(raw, to=inbox.address)
+    assert delivery.refusal is None
+
+
+def _endpoint(workspace: Workspace) -> Endpoint:
+    endpoint, _ = webhook_services.endpoint_create(
+        workspace=workspace,
+        url="https://hooks.example.net/in",
+        events=["email.received"],
+        inbox_ids=[],
+        label_keys=[],
+        enabled=False,  # no delivery is attempted; the rows below are the log
+    )
+    return endpoint
+
+
+def _delivery(endpoint: Endpoint, n: int) -> None:
+    delivery = Delivery.objects.create(
+        endpoint=endpoint,
+        workspace_id=endpoint.workspace_id,
+        event="email.received",
+        body="{}",
+        status="failed",
+    )
+    for i in range(2):
+        Attempt.objects.create(
+            delivery=delivery, at=timezone.now(), status_code=500 + (n + i) % 3
+        )
+
+
+@pytest.fixture
+def setting(workspace: Workspace, api: Api) -> Workspace:
+    rules = {"match": "any", "conditions": [{"field": "subject", "op": "contains", "value": "inv"}]}
+    created = api.call("POST", "labels", {"key": "invoice", "name": "Invoice", "rules": rules})
+    assert created.status_code == 200, created.content
+    return workspace
+
+
+Grow = Callable[[int], None]
+
+
+def _case(workspace: Workspace, api: Api, make_key: Callable[..., str]) -> dict[str, Grow]:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="counts")
+    endpoint = _endpoint(workspace)
+    sender = Api(make_key(workspace, ("send",), require_approval=True))
+    return {
+        "keys": lambda n: key_services.api_key_create(
+            workspace=workspace, name=f"k{n}", scopes=["read"]
+        ),
+        "inboxes": lambda n: inbox_services.inbox_create(workspace=workspace, tags=["t"]),
+        "emails": lambda n: _email(inbox, n),
+        f"inboxes/{inbox.pk}/emails": lambda n: _email(inbox, n),
+        "labels": lambda n: Label.objects.create(workspace=workspace, key=f"l{n}", name=f"L{n}"),
+        "webhooks": lambda n: _endpoint(workspace),
+        f"webhooks/{endpoint.pk}/deliveries": lambda n: _delivery(endpoint, n),
+        "outbox": lambda n: sender.call(
+            "POST",
+            f"inboxes/{inbox.pk}/send",
+            {"to": ["someone@example.net"], "subject": f"s{n}", "text": "t", "reason": "r"},
+        ),
+        "domains": lambda n: inbox_services.domain_add(
+            workspace=workspace, domain=f"d{n}.example.org"
+        ),
+        "stats": lambda n: _email(inbox, n),
+    }
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "keys",
+        "inboxes",
+        "emails",
+        "inbox emails",
+        "labels",
+        "webhooks",
+        "deliveries",
+        "outbox",
+        "domains",
+        "stats",
+    ],
+)
+def test_list_query_count_does_not_grow_with_the_page(
+    endpoint: str, setting: Workspace, api: Api, make_key: Callable[..., str]
+) -> None:
+    cases = _case(setting, api, make_key)
+    path = {
+        "inbox emails": next(p for p in cases if p.endswith("/emails")),
+        "deliveries": next(p for p in cases if p.endswith("/deliveries")),
+    }.get(endpoint, endpoint)
+    grow = cases[path]
+    for n in range(FEW):
+        grow(n)
+    queries(api, path)  # once first: the key's once-a-minute last_used_at write is not the page's
+    few = queries(api, path, {"limit": 50})
+    for n in range(FEW, MANY):
+        grow(n)
+    many = queries(api, path, {"limit": 50})
+    assert many == few, f"{path}: {few} queries for {FEW} rows, {many} for {MANY}"
