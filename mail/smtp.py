@@ -18,8 +18,8 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, Envelope, Session
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
 
+from config.db import release_connections
 from mail import pipeline
 
 logger = logging.getLogger(__name__)
@@ -28,12 +28,11 @@ MAX_RECIPIENTS = 100
 
 
 def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Runs database work with a healthy connection (the thread pool reuses threads)."""
-    close_old_connections()
+    """Runs database work, leaving the pooled thread's connection healthy or closed."""
     try:
         return fn(*args, **kwargs)
     finally:
-        close_old_connections()
+        release_connections()
 
 
 async def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:

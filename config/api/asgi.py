@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -73,44 +72,21 @@ async def wait_for_disconnect(receive: Receive) -> None:
             return
 
 
-HEALTH_CHECK_SECONDS = 10.0  # a pooled connection is pinged at most this often
-
-
-def _release_connections() -> None:
-    """After a call: drop broken or expired connections, keep healthy ones without a ping.
-
-    Django's ``close_old_connections`` also forgets that the connection was checked, so the next
-    query would begin with a ``SELECT 1``; here that health check runs at most once per
-    ``HEALTH_CHECK_SECONDS`` per connection.
-    """
-    from django.db import connections
-
-    now = time.monotonic()
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is None:
-            continue
-        checked = getattr(conn, "_pgh_checked_at", 0.0)
-        done = conn.health_check_done
-        conn.close_if_unusable_or_obsolete()
-        if conn.connection is not None and done and now - checked < HEALTH_CHECK_SECONDS:
-            conn.health_check_done = True  # checked recently: trust it for the next call
-        elif conn.connection is not None:
-            conn._pgh_checked_at = now
-
-
 def db_call(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
     """Runs ``fn`` (database work) in the thread pool, in parallel with other requests' calls.
 
     Channels' ``database_sync_to_async`` funnels every call through one shared thread; under a
     thousand parked waiters that thread becomes the bottleneck. Each call leaves its thread's
-    connection healthy or closed (see :func:`_release_connections`).
+    connection healthy or closed (see :func:`config.db.release_connections`).
     """
     from asgiref.sync import sync_to_async
+
+    from config.db import release_connections
 
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         finally:
-            _release_connections()
+            release_connections()
 
     return sync_to_async(run, thread_sensitive=False)
