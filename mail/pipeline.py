@@ -245,6 +245,7 @@ def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
         refusal = _make_room(locked)
         if refusal is not None:
             return refusal
+        classify = bool(label_selectors.classifier_labels(inbox.workspace))
         email = Email.objects.create(
             workspace_id=locked.workspace_id,
             inbox=locked,
@@ -269,6 +270,8 @@ def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
             defects=parsed.defects,
             has_attachments=bool(parsed.attachments),
             received_at=prepared.received_at,
+            # Announced in this very transaction unless the classifier is to answer first.
+            announced_at=None if classify else timezone.now(),
         )
         RawMessage.objects.create(email=email, content=prepared.raw, sha256=prepared.sha256)
         Attachment.objects.bulk_create(
@@ -289,16 +292,16 @@ def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
             unread_count=F("unread_count") + 1,
             last_email_at=prepared.received_at,
         )
-        label_services.rules_apply(
+        labels = label_services.rules_apply(
             workspace_id=locked.workspace_id, email_id=email.pk, facts=_rule_facts(prepared)
         )
-        if label_selectors.classifier_labels(inbox.workspace):
+        if classify:
             # The classifier answers in a worker, bounded by CLASSIFIER_TIMEOUT; the worker
             # announces the email (email.received with every label). The row is the truth:
             # announced_at stays null until then, and a sweeper covers a lost task.
             transaction.on_commit(lambda: _classify_later(email.pk))
         else:
-            announce(email=email, inbox=locked)
+            _announce_new(email=email, inbox=locked, labels=labels)
     return email
 
 
@@ -344,6 +347,20 @@ def announce(*, email: Email, inbox: Inbox, late: Sequence[dict] = ()) -> bool:
         if labels:
             emit_labeled(email=email, inbox=inbox, labels=labels)
     return True
+
+
+def _announce_new(*, email: Email, inbox: Inbox, labels: list[dict]) -> None:
+    """``announce`` for an email created (with ``announced_at`` set) in this transaction: no
+    claim needed, and the labels are the ones the rules just applied."""
+    events.emit(
+        workspace_id=inbox.workspace_id,
+        inbox_id=inbox.pk,
+        type=events.EMAIL_RECEIVED,
+        data=email_event_data(inbox, email, labels),
+        hints={"inbox": inbox},
+    )
+    if labels:
+        emit_labeled(email=email, inbox=inbox, labels=labels)
 
 
 def emit_labeled(*, email: Email, inbox: Inbox, labels: Sequence[dict]) -> None:

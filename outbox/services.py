@@ -359,9 +359,10 @@ def forward_received(event: Any) -> None:
     """In the transaction of ``email.received``: the copy for the inbox's ``forward_to``."""
     if event.type != events.EMAIL_RECEIVED:
         return
-    inbox = Inbox.objects.filter(pk=event.inbox_id).exclude(forward_to=None).exclude(forward_to="")
-    inbox = inbox.first()
+    inbox = getattr(event, "hints", {}).get("inbox")
     if inbox is None:
+        inbox = Inbox.objects.filter(pk=event.inbox_id).first()
+    if inbox is None or not inbox.forward_to:
         return
     email_id = event.data["email"]["id"]
     email = Email.objects.filter(pk=email_id).only("headers", "subject").first()

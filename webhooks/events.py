@@ -63,23 +63,39 @@ def _run_hooks(event: Event) -> None:
             logger.exception("event hook %s failed for event %s", hook, event.pk)
 
 
-def _lock_inbox_chain(inbox_id: str) -> None:
-    # SQLite writers are serialised by the database already (IMMEDIATE transactions).
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [zlib.crc32(inbox_id.encode())])
+def _chain_head(inbox_id: str) -> int | None:
+    """The id of the inbox's newest event, read under a per-inbox lock held to the commit."""
+    if connection.vendor != "postgresql":
+        # SQLite writers are serialised by the database already (IMMEDIATE transactions).
+        return Event.objects.filter(inbox_id=inbox_id).aggregate(m=Max("id"))["m"]
+    with connection.cursor() as cursor:  # lock and read in one round trip
+        cursor.execute(
+            "SELECT (SELECT pg_advisory_xact_lock(%s)) IS NULL, "
+            "(SELECT max(id) FROM webhooks_event WHERE inbox_id = %s)",
+            [zlib.crc32(inbox_id.encode()), inbox_id],
+        )
+        return cursor.fetchone()[1]
 
 
-def emit(*, workspace_id: str, type: str, data: dict[str, Any], inbox_id: str = "") -> Event:
-    """Records the event now; wakes listeners after the surrounding transaction commits."""
+def emit(
+    *,
+    workspace_id: str,
+    type: str,
+    data: dict[str, Any],
+    inbox_id: str = "",
+    hints: dict[str, Any] | None = None,
+) -> Event:
+    """Records the event now; wakes listeners after the surrounding transaction commits.
+
+    ``hints`` are objects the caller already holds (e.g. ``{"inbox": inbox}``), offered to the
+    in-transaction hooks as ``event.hints`` so that they need not read them again.
+    """
     with transaction.atomic():
-        prev_id = None
-        if inbox_id:
-            _lock_inbox_chain(inbox_id)
-            prev_id = Event.objects.filter(inbox_id=inbox_id).aggregate(m=Max("id"))["m"]
+        prev_id = _chain_head(inbox_id) if inbox_id else None
         event = Event.objects.create(
             workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data, prev_id=prev_id
         )
+        event.hints = hints or {}
         fan_out(event)  # webhook deliveries commit with their event, or not at all
         for hook in _in_transaction:
             hook(event)
