@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -70,27 +70,29 @@ class Delivery:
     refusal: Refusal | None = None
 
 
-def check_recipient(address: str, *, now: datetime | None = None) -> Refusal | None:
-    """The cheap RCPT-time check: None when the address can receive mail now."""
+def admit_recipient(address: str, mail_from: str = "") -> tuple[Refusal | None, Inbox | None]:
+    """RCPT-time decision, and the inbox it found (``receive`` may reuse it for DATA).
+
+    An expired inbox also gets ``mail.rejected`` on its stream. A catch-all address admits
+    with no inbox yet: DATA creates it.
+    """
+    now = timezone.now()
     inbox = inbox_selectors.inbox_for_recipient(address)
-    if inbox is not None:
-        return INBOX_EXPIRED if inbox.is_expired(now) else None
-    local, domain = split_address(address)
-    if local and inbox_selectors.catch_all_domain(domain) is not None:
-        return None
-    return NO_SUCH_INBOX
+    if inbox is None:
+        local, domain = split_address(address)
+        if local and inbox_selectors.catch_all_domain(domain) is not None:
+            return None, None
+        return NO_SUCH_INBOX, None
+    if inbox.is_expired(now):
+        with transaction.atomic():
+            _emit_rejected(inbox, mail_from.lower(), INBOX_EXPIRED)
+        return INBOX_EXPIRED, None
+    return None, inbox
 
 
 def refuse_recipient(address: str, mail_from: str = "") -> Refusal | None:
-    """RCPT-time decision; an expired inbox also gets ``mail.rejected`` on its stream."""
-    now = timezone.now()
-    refusal = check_recipient(address, now=now)
-    if refusal is INBOX_EXPIRED:
-        inbox = inbox_selectors.inbox_for_recipient(address)
-        if inbox is not None:
-            with transaction.atomic():
-                _emit_rejected(inbox, mail_from.lower(), refusal)
-    return refusal
+    """RCPT-time decision only (see :func:`admit_recipient`)."""
+    return admit_recipient(address, mail_from)[0]
 
 
 def note_oversized(rcpt_tos: Sequence[str], mail_from: str) -> None:
@@ -152,8 +154,8 @@ def _prepare(raw: bytes, mail_from: str, received_at: datetime) -> _Prepared:
     )
 
 
-def _resolve_inbox(recipient: str, now: datetime) -> Inbox | Refusal:
-    inbox = inbox_selectors.inbox_for_recipient(recipient)
+def _resolve_inbox(recipient: str, now: datetime, known: Inbox | None = None) -> Inbox | Refusal:
+    inbox = known or inbox_selectors.inbox_for_recipient(recipient)
     if inbox is None:
         local, domain = split_address(recipient)
         catch_all = inbox_selectors.catch_all_domain(domain) if local else None
@@ -383,8 +385,14 @@ def receive(
     mail_from: str = "",
     rcpt_tos: Sequence[str],
     received_at: datetime | None = None,
+    admitted: Mapping[str, Inbox] | None = None,
 ) -> list[Delivery]:
-    """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient."""
+    """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient.
+
+    ``admitted`` maps recipients to the inboxes :func:`admit_recipient` found moments ago in
+    the same SMTP transaction; expiry is checked again and the row is locked and re-read
+    before anything is stored.
+    """
     now = received_at or timezone.now()
     if len(raw) > settings.MAX_MESSAGE_BYTES:
         return [Delivery(recipient=r, refusal=TOO_LARGE) for r in rcpt_tos]
@@ -392,7 +400,7 @@ def receive(
     deliveries: list[Delivery] = []
     stored_in: dict[str, str] = {}  # inbox id -> email id: one copy per inbox
     for recipient in rcpt_tos:
-        resolved = _resolve_inbox(recipient, now)
+        resolved = _resolve_inbox(recipient, now, (admitted or {}).get(recipient))
         if isinstance(resolved, Refusal):
             deliveries.append(Delivery(recipient=recipient, refusal=resolved))
             continue

@@ -48,7 +48,7 @@ class Handler:
         if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
             return "452 4.5.3 Too many recipients"
         try:
-            refusal = await _run(pipeline.refuse_recipient, address, envelope.mail_from or "")
+            refusal, inbox = await _run(pipeline.admit_recipient, address, envelope.mail_from or "")
         except Exception:
             logger.exception("RCPT check failed for %s", address)
             return "451 4.3.0 Temporary failure, try again later"
@@ -56,6 +56,11 @@ class Handler:
             return refusal.smtp_reply
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
+        if inbox is not None:  # DATA reuses it rather than looking the address up again
+            admitted = getattr(envelope, "admitted", None)
+            if admitted is None:
+                admitted = envelope.admitted = {}
+            admitted[address] = inbox
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
@@ -66,6 +71,7 @@ class Handler:
                 raw,
                 mail_from=envelope.mail_from or "",
                 rcpt_tos=list(envelope.rcpt_tos),
+                admitted=getattr(envelope, "admitted", None),
             )
         except Exception:
             logger.exception("receive failed; answering 451 so the sender retries")
