@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth import password_validation
 from django.contrib.auth.forms import AuthenticationForm
 
-from apikeys.models import Role
+from apikeys.models import KeyKind, Role, Scope
 
 
 class EmailAuthenticationForm(AuthenticationForm):
@@ -58,3 +58,100 @@ class MemberRoleForm(forms.Form):
 class WorkspaceSwitchForm(forms.Form):
     workspace = forms.CharField(max_length=32)
     next = forms.CharField(required=False, max_length=500)
+
+
+SCOPE_HELP = {
+    Scope.READ: "read: list and read inboxes, emails, labels, webhooks, stats.",
+    Scope.WRITE: "write: create, change and delete inboxes and emails (includes read).",
+    Scope.SEND: "send: send mail from inboxes (nothing else; add read to see the outbox).",
+    Scope.ADMIN: "admin: labels, webhooks and API keys (includes read, write and send).",
+}
+KIND_HELP = (
+    "agent: software acting on its own; ci: a test pipeline; personal: your own scripts. "
+    "The kind is a label for you; it does not change what the key may do."
+)
+
+
+class KeyCreateForm(forms.Form):
+    """The dashboard's face of POST /keys: the same fields, defaults and limits as the API."""
+
+    name = forms.CharField(
+        label="Name",
+        max_length=200,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "placeholder": "e.g. signup-bot"}),
+        help_text="So you can tell keys apart later.",
+    )
+    kind = forms.ChoiceField(
+        label="Kind", choices=KeyKind.choices, initial=KeyKind.AGENT, help_text=KIND_HELP
+    )
+    scopes = forms.MultipleChoiceField(
+        label="Scopes",
+        choices=[(s.value, SCOPE_HELP[s]) for s in Scope],
+        initial=["read", "write"],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="admin includes read, write and send; write includes read; send includes "
+        "nothing else. Give a key only what it needs.",
+        error_messages={"required": "Choose at least one scope."},
+    )
+    require_approval = forms.BooleanField(
+        label="Mail sent with this key waits for approval",
+        required=False,
+        help_text="An owner or admin approves or rejects each message under Approvals.",
+    )
+    expires_in_days = forms.IntegerField(
+        label="Expires after (days)",
+        required=False,
+        min_value=1,
+        max_value=3650,
+        widget=forms.NumberInput(attrs={"placeholder": "never"}),
+        help_text="1 to 3650 days. Leave empty for a key that never expires.",
+    )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if not name:
+            raise forms.ValidationError("Give the key a name.")
+        return name
+
+
+class KeyApprovalForm(forms.Form):
+    """PATCH /keys/{id}: whether mail sent with the key waits for approval."""
+
+    require_approval = forms.BooleanField(required=False)
+
+
+class WorkspaceSettingsForm(forms.Form):
+    """The workspace's own settings (``max_inboxes`` is the operator's and not here)."""
+
+    name = forms.CharField(label="Workspace name", max_length=200)
+    require_approval = forms.BooleanField(
+        label="Every email sent from this workspace waits for approval",
+        required=False,
+        help_text="On: all outgoing mail, from any key or person, is held as pending until an "
+        "owner or admin approves it under Approvals. Off: only keys marked for approval wait.",
+    )
+    classifier_enabled = forms.BooleanField(
+        label="Classifier answers the questions of labels with instructions",
+        required=False,
+        help_text="Off: labels apply by their rules only; instructions are ignored.",
+    )
+    allow_permanent_inboxes = forms.BooleanField(
+        label="Permanent inboxes allowed",
+        required=False,
+        help_text="Off: every inbox must expire. An inbox created without a time to live gets "
+        "60 minutes, and asking for a permanent one is refused (feature_disabled).",
+    )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if not name:
+            raise forms.ValidationError("Give the workspace a name.")
+        return name

@@ -19,6 +19,13 @@ def api_key_list(workspace: Workspace) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(workspace=workspace, revoked_at__isnull=True)
 
 
+def api_key_revoked_list(workspace: Workspace, *, limit: int = 20) -> QuerySet[ApiKey]:
+    """The workspace's most recently revoked keys (the dashboard's history of revocations)."""
+    return ApiKey.objects.filter(workspace=workspace, revoked_at__isnull=False).order_by(
+        "-revoked_at"
+    )[:limit]
+
+
 def api_key_get(workspace: Workspace, key_id: str) -> ApiKey:
     """One active key of the workspace, or not_found."""
     key = api_key_list(workspace).filter(pk=key_id).first()

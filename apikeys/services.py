@@ -137,6 +137,47 @@ def membership_remove(*, actor: Membership, membership: Membership) -> None:
         Membership.objects.filter(pk=membership.pk).delete()
 
 
+def workspace_update(
+    *,
+    actor: Membership,
+    name: str | None = None,
+    require_approval: bool | None = None,
+    classifier_enabled: bool | None = None,
+    allow_permanent_inboxes: bool | None = None,
+) -> Workspace:
+    """Changes the actor's workspace settings (owners and admins); ``None`` leaves a field alone.
+
+    ``max_inboxes`` is not here on purpose: it is a quota the operator sets (Django admin), not
+    something the workspace grants itself. Only the changed fields are written.
+    """
+    if actor.role not in _MANAGERS:
+        raise Forbidden("Only owners and admins can change the settings of a workspace.")
+    changes: dict[str, object] = {}
+    if name is not None:
+        name = name.strip()
+        if not name:
+            raise ValidationFailed.at("name", "Give the workspace a name.")
+        if len(name) > 200:
+            raise ValidationFailed.at("name", "Use at most 200 characters.")
+        changes["name"] = name
+    for field, value in (
+        ("require_approval", require_approval),
+        ("classifier_enabled", classifier_enabled),
+        ("allow_permanent_inboxes", allow_permanent_inboxes),
+    ):
+        if value is not None:
+            changes[field] = bool(value)
+    with transaction.atomic():
+        workspace = Workspace.objects.select_for_update().get(pk=actor.workspace_id)
+        changed = [f for f, v in changes.items() if getattr(workspace, f) != v]
+        for field in changed:
+            setattr(workspace, field, changes[field])
+        if changed:
+            workspace.save(update_fields=changed)
+    actor.workspace = workspace
+    return workspace
+
+
 @dataclass(frozen=True)
 class CreatedKey:
     key: ApiKey
