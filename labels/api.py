@@ -13,6 +13,7 @@ from config.api.schema import page_of
 from labels import rules as rules_engine
 from labels import selectors, services
 from labels.classifier.base import EmailFacts
+from labels.models import Label
 from labels.serializers import (
     LabelCreateIn,
     LabelDeletedOut,
@@ -82,7 +83,8 @@ class LabelTestApi(APIView):
         request=LabelTestIn,
         responses=LabelTestOut,
         description="Runs every enabled label's rules and, where active, the classifier against "
-        "`from`/`subject`/`text` or a stored `email_id`; nothing is stored.",
+        "`from`/`subject`/`text` or a stored `email_id`; with `label`, that unsaved draft "
+        "replaces the saved label of its key. Nothing is stored.",
     )
     def post(self, request: Request) -> Response:
         body = LabelTestIn(data=request.data)
@@ -98,5 +100,8 @@ class LabelTestApi(APIView):
             facts = EmailFacts(
                 from_address=data["from"], from_name="", subject=data["subject"], text=data["text"]
             )
-        results = services.label_test(workspace=workspace, rule_facts=rule_facts, facts=facts)
+        draft = Label(workspace=workspace, **data["label"]) if data.get("label") else None
+        results = services.label_test(
+            workspace=workspace, rule_facts=rule_facts, facts=facts, draft=draft
+        )
         return Response(LabelTestOut({"results": results}).data)

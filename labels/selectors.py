@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.apps import apps
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 
 from apikeys.models import Workspace
 from config.api.errors import NotFound
@@ -113,4 +113,24 @@ def stored_email_facts(
         from_name=email.from_name,
         subject=email.subject,
         text=email.plain_text,
+    )
+
+
+def label_list_with_counts(workspace: Workspace) -> QuerySet[Label]:
+    """The workspace's labels by key, each with ``email_count`` (emails carrying it)."""
+    return (
+        Label.objects.filter(workspace=workspace)
+        .annotate(email_count=Count("applications"))
+        .order_by("key")
+    )
+
+
+def recent_emails(workspace: Workspace, limit: int = 20) -> list[dict]:
+    """``[{id, subject, from_address, received_at}]`` of the newest emails of the workspace,
+    to test labels on (mail models by string reference)."""
+    Email = apps.get_model("mail", "Email")
+    return list(
+        Email.objects.filter(workspace=workspace)
+        .order_by("-id")
+        .values("id", "subject", "from_address", "received_at")[:limit]
     )

@@ -102,7 +102,23 @@ class LabelDeletedOut(serializers.Serializer):
     key = serializers.CharField()
 
 
+class LabelDraftIn(serializers.Serializer):
+    """An unsaved label to test as typed (the dashboard's rule editor)."""
+
+    key = serializers.CharField(max_length=63, required=False, default="draft")
+    rules = RulesField(default=dict)
+    instructions = serializers.CharField(
+        max_length=2000, allow_blank=True, default="", trim_whitespace=True
+    )
+    threshold = serializers.FloatField(min_value=0.0, max_value=0.99, default=0.7)
+
+
 class LabelTestIn(serializers.Serializer):
+    label = LabelDraftIn(
+        required=False,
+        help_text="Extension: an unsaved label (key, rules, instructions, threshold) tested in "
+        "place of the saved label with that key; nothing is stored.",
+    )
     email_id = serializers.CharField(
         required=False, max_length=32, help_text="Test a stored email instead of the fields."
     )

@@ -195,53 +195,84 @@ def labels_remove(*, email_id: str, labels: Sequence[Label], facts: EmailFacts) 
     return len(rows)
 
 
+def _test_one(
+    *,
+    label: Label,
+    workspace: Workspace,
+    classifier_on: bool,
+    rule_facts: rules_engine.Facts,
+    facts: EmailFacts,
+    examples: Sequence[Example] | None = None,
+) -> dict:
+    if label.rules:
+        match = rules_engine.evaluate(label.rules, rule_facts)
+        if match.matched:
+            return {
+                "key": label.key,
+                "matched": True,
+                "source": "rule",
+                "confidence": 1.0,
+                "reason": match.reason,
+            }
+        rule_reason = match.reason
+    else:
+        rule_reason = "no rules"
+    if classifier_on:
+        verdict = classify(label=label, facts=facts, examples=examples)
+        matched = verdict.answer and verdict.confidence >= label.threshold
+        confidence = verdict.confidence if verdict.answer else 1 - verdict.confidence
+        return {
+            "key": label.key,
+            "matched": matched,
+            "source": "classifier",
+            "confidence": round(confidence, 4),
+            "reason": f"{verdict.reason} (threshold {label.threshold})",
+        }
+    why = rule_reason
+    if label.instructions and not workspace.classifier_enabled:
+        why += "; classifier disabled for the workspace"
+    return {"key": label.key, "matched": False, "source": None, "confidence": 0.0, "reason": why}
+
+
 def label_test(
-    *, workspace: Workspace, rule_facts: rules_engine.Facts, facts: EmailFacts
+    *,
+    workspace: Workspace,
+    rule_facts: rules_engine.Facts,
+    facts: EmailFacts,
+    draft: Label | None = None,
 ) -> list[dict]:
-    """Runs every enabled label's rules and, where active, the classifier; stores nothing."""
+    """Runs every enabled label's rules and, where active, the classifier; stores nothing.
+    An unsaved ``draft`` label (the dashboard's editor) is tested too, in place of the saved
+    label with its key."""
     active = {label.pk for label in classifier_labels_of(workspace)}
     results = []
-    for label in Label.objects.filter(workspace=workspace, enabled=True).order_by("key"):
-        if label.rules:
-            match = rules_engine.evaluate(label.rules, rule_facts)
-            if match.matched:
-                results.append(
-                    {
-                        "key": label.key,
-                        "matched": True,
-                        "source": "rule",
-                        "confidence": 1.0,
-                        "reason": match.reason,
-                    }
-                )
-                continue
-            rule_reason = match.reason
-        else:
-            rule_reason = "no rules"
-        if label.pk in active:
-            verdict = classify(label=label, facts=facts)
-            matched = verdict.answer and verdict.confidence >= label.threshold
-            confidence = verdict.confidence if verdict.answer else 1 - verdict.confidence
-            results.append(
-                {
-                    "key": label.key,
-                    "matched": matched,
-                    "source": "classifier",
-                    "confidence": round(confidence, 4),
-                    "reason": f"{verdict.reason} (threshold {label.threshold})",
-                }
+    saved_twin: Label | None = None
+    for label in Label.objects.filter(workspace=workspace).order_by("key"):
+        if draft is not None and label.key == draft.key:
+            saved_twin = label
+            continue
+        if not label.enabled:
+            continue
+        results.append(
+            _test_one(
+                label=label,
+                workspace=workspace,
+                classifier_on=label.pk in active,
+                rule_facts=rule_facts,
+                facts=facts,
             )
-        else:
-            why = rule_reason
-            if label.instructions and not workspace.classifier_enabled:
-                why += "; classifier disabled for the workspace"
-            results.append(
-                {
-                    "key": label.key,
-                    "matched": False,
-                    "source": None,
-                    "confidence": 0.0,
-                    "reason": why,
-                }
+        )
+    if draft is not None:
+        classifier_on = workspace.classifier_enabled and bool(draft.instructions.strip())
+        results.append(
+            _test_one(
+                label=draft,
+                workspace=workspace,
+                classifier_on=classifier_on,
+                rule_facts=rule_facts,
+                facts=facts,
+                examples=examples_for(saved_twin) if saved_twin and classifier_on else [],
             )
+        )
+        results.sort(key=lambda result: result["key"])
     return results

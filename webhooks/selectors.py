@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.apps import apps
-from django.db.models import Prefetch, QuerySet
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 
 from apikeys.models import Workspace
 from config.api.errors import ValidationFailed
@@ -67,3 +67,45 @@ def label_keys_check(workspace: Workspace, keys: list[str]) -> list[str]:
             ],
         )
     return list(dict.fromkeys(keys))
+
+
+def endpoint_list_with_last_delivery(workspace: Workspace) -> QuerySet[Endpoint]:
+    """The workspace's endpoints, newest first, each with ``last_status`` and ``last_at`` of
+    its newest delivery and ``last_code``, the status code of that delivery's latest attempt."""
+    newest = Delivery.objects.filter(endpoint=OuterRef("pk")).order_by("-id")
+    latest_attempt = Attempt.objects.filter(
+        delivery=OuterRef("pk"), status_code__isnull=False
+    ).order_by("-id")
+    newest_code = newest.annotate(code=Subquery(latest_attempt.values("status_code")[:1])).values(
+        "code"
+    )[:1]
+    return (
+        Endpoint.objects.filter(workspace=workspace)
+        .annotate(
+            last_status=Subquery(newest.values("status")[:1]),
+            last_at=Subquery(newest.values("created_at")[:1]),
+            last_code=Subquery(newest_code),
+        )
+        .order_by("-id")
+    )
+
+
+def recent_deliveries(endpoint: Endpoint, limit: int = 50) -> list[Delivery]:
+    """The endpoint's newest deliveries with their attempts (oldest attempt first)."""
+    return list(delivery_list(endpoint).order_by("-id")[:limit])
+
+
+def inbox_choices(workspace: Workspace) -> list[tuple[str, str]]:
+    """``(id, address)`` of the workspace's inboxes, for the endpoint filter."""
+    Inbox = apps.get_model("inboxes", "Inbox")
+    return list(
+        Inbox.objects.filter(workspace=workspace).order_by("address").values_list("pk", "address")
+    )
+
+
+def label_key_choices(workspace: Workspace) -> list[tuple[str, str]]:
+    """``(key, name)`` of the workspace's labels, for the endpoint filter."""
+    Label = apps.get_model("labels", "Label")
+    return list(
+        Label.objects.filter(workspace=workspace).order_by("key").values_list("key", "name")
+    )
