@@ -230,3 +230,29 @@ def test_instructions_need_the_classifier(api: Api, workspace: Workspace) -> Non
         403,
         "feature_disabled",
     )
+
+
+def test_label_test_with_an_unsaved_draft(api: Api) -> None:
+    api.call("POST", "labels", {"key": "invoices", "name": "Invoices", "rules": INVOICE_RULES})
+    labels_before = list(Label.objects.values_list("key", "rules"))
+    draft = {
+        "key": "invoices",
+        "rules": {"conditions": [{"field": "subject", "op": "contains", "value": "refund"}]},
+    }
+    body = api.call("POST", "labels/test", {"subject": "Your refund", "label": draft}).json()
+    results = {r["key"]: r for r in body["results"]}
+    assert results["invoices"]["matched"] is True  # the draft, in place of the saved rule
+    saved = api.call("POST", "labels/test", {"subject": "Your refund"}).json()
+    assert {r["key"]: r["matched"] for r in saved["results"]} == {"invoices": False}
+    fresh = api.call(
+        "POST", "labels/test", {"subject": "Your refund", "label": {**draft, "key": "new"}}
+    ).json()
+    assert {r["key"]: r["matched"] for r in fresh["results"]} == {"invoices": False, "new": True}
+    bad = api.call(
+        "POST",
+        "labels/test",
+        {"label": {"rules": {"conditions": [{"field": "subject", "op": "nope", "value": "x"}]}}},
+    )
+    assert error_of(bad) == (400, "validation_error")
+    assert bad.json()["error"]["issues"][0]["path"] == "label.rules.conditions.0.op"
+    assert list(Label.objects.values_list("key", "rules")) == labels_before  # nothing stored
