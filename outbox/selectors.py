@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
+from django.db.models.functions import Coalesce
 
 from apikeys.models import Workspace
 from outbox.exceptions import OutboxNotFound
@@ -26,3 +30,49 @@ def outbox_get(workspace: Workspace, item_id: str) -> OutboxItem:
 def outbox_pending_count(workspace: Workspace) -> int:
     """How many of the workspace's outgoing messages wait for a decision (the nav badge)."""
     return OutboxItem.objects.filter(workspace=workspace, status=Status.PENDING).count()
+
+
+def outbox_expires_at(item: OutboxItem) -> datetime:
+    """When a pending item expires unless someone decides (``OUTBOX_APPROVAL_HOURS``)."""
+    return item.created_at + timedelta(hours=settings.OUTBOX_APPROVAL_HOURS)
+
+
+def outbox_approval_queue(workspace: Workspace) -> QuerySet[OutboxItem]:
+    """Pending items waiting for a person, oldest (soonest to expire) first, with ``expires_at``."""
+    window = timedelta(hours=settings.OUTBOX_APPROVAL_HOURS)
+    return (
+        OutboxItem.objects.filter(workspace=workspace, status=Status.PENDING)
+        .select_related("inbox", "key")
+        .defer("raw")
+        .annotate(
+            expires_at=ExpressionWrapper(F("created_at") + window, output_field=DateTimeField())
+        )
+        .order_by("created_at", "id")
+    )
+
+
+def outbox_approval_history(
+    workspace: Workspace, *, status: str | None = None
+) -> QuerySet[OutboxItem]:
+    """Items that needed approval and are no longer pending, most recently closed first.
+
+    ``closed_at`` is when the decision was made, or for an item nobody decided, when it
+    expired (its creation plus ``OUTBOX_APPROVAL_HOURS``).
+    """
+    window = timedelta(hours=settings.OUTBOX_APPROVAL_HOURS)
+    queryset = (
+        OutboxItem.objects.filter(workspace=workspace, approval_required=True)
+        .exclude(status=Status.PENDING)
+        .select_related("inbox", "key", "decided_by")
+        .defer("raw")
+        .annotate(
+            closed_at=Coalesce(
+                "decided_at",
+                ExpressionWrapper(F("created_at") + window, output_field=DateTimeField()),
+            )
+        )
+        .order_by("-closed_at", "-id")
+    )
+    if status:
+        queryset = queryset.filter(status=status)
+    return queryset

@@ -1,0 +1,432 @@
+"""Approvals in a real browser on the live stack: the queue of pending outgoing mail, one item,
+decisions through ``POST /api/v1/outbox/{id}/decision`` with the session, the history, the nav
+badge, members read-only, the no-JavaScript fallback and live state changes.
+
+Mail is sent through the real API with a key that requires approval, to another inbox of the
+workspace, so an approved message arrives through the receive pipeline and is read back through
+the API exactly as the recipient would see it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from apikeys import services as key_services
+from apikeys.models import Role
+from inboxes import services as inbox_services
+from inboxes.models import Inbox
+from mail.models import Email
+from outbox import services as outbox_services
+from outbox.models import OutboxItem, Status
+from tests.dashboard.conftest import (
+    PASSWORD,
+    Team,
+    add_person,
+    allow_console_error,
+    horizontal_overflow,
+    login,
+    screenshot,
+)
+from tests.live import Stack
+
+DECISION = re.compile(r"/api/v1/outbox/out_[0-9a-z]+/decision$")
+
+
+@dataclass
+class Outbox:
+    """An agent inbox, a recipient inbox on the same hosted domain and an approval key."""
+
+    team: Team
+    sender: Inbox
+    recipient: Inbox
+    key_name: str
+    key_prefix: str
+    api: httpx.Client
+    since: str
+
+    def send(self, subject: str, text: str, reason: str = "", **extra: Any) -> str:
+        response = self.api.post(
+            f"inboxes/{self.sender.pk}/send",
+            json={
+                "to": [self.recipient.address],
+                "subject": subject,
+                "text": text,
+                "reason": reason,
+                **extra,
+            },
+        )
+        assert response.status_code == 202, response.text
+        assert response.json()["status"] == "pending"
+        return response.json()["id"]
+
+    def received(self, subject: str) -> dict[str, Any]:
+        """The recipient's copy, read through the API (waits for it to arrive)."""
+        response = self.api.get(
+            f"inboxes/{self.recipient.pk}/wait",
+            params={"timeout": 30, "since": self.since, "subject": f"^{re.escape(subject)}$"},
+        )
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@pytest.fixture
+def outbox(team: Team, stack: Stack) -> Iterator[Outbox]:
+    since = timezone.now().isoformat()
+    sender = inbox_services.inbox_create(
+        workspace=team.workspace, local_part="signup-agent", name="Signup Agent"
+    )
+    recipient = inbox_services.inbox_create(workspace=team.workspace, local_part="customer")
+    created = key_services.api_key_create(
+        workspace=team.workspace,
+        name="Signup bot",
+        scopes=("read", "write", "send"),
+        require_approval=True,
+    )
+    with stack.client(created.plain) as api:
+        yield Outbox(team, sender, recipient, "Signup bot", created.key.prefix, api, since)
+
+
+def badge(page: Any) -> Any:
+    return page.get_by_role("navigation", name="Main").get_by_role(
+        "link", name=re.compile("^Approvals")
+    )
+
+
+# --- the queue ----------------------------------------------------------------------------------
+
+
+def test_queue_lists_pending_mail_oldest_first(page, outbox: Outbox) -> None:
+    first = outbox.send(
+        "Welcome to Acme", "Hi!\nYour account is ready.", reason="Confirms the sign-up of bob"
+    )
+    second = outbox.send("Your receipt", "Thanks for your order.", cc=["billing@example.com"])
+    login(page, "member@acme.test")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Approvals").click()
+    page.get_by_role("heading", name="Approvals", level=1).wait_for()
+    cards = page.locator("li[data-item]")
+    expect(cards).to_have_count(2)
+    assert [cards.nth(0).get_attribute("data-item"), cards.nth(1).get_attribute("data-item")] == [
+        first,
+        second,
+    ]
+    card = page.locator(f'li[data-item="{first}"]')
+    expect(card.get_by_role("heading", name="Welcome to Acme")).to_be_visible()
+    expect(card.locator("[data-reason]")).to_have_text("Confirms the sign-up of bob")
+    expect(card.locator("[data-recipients]")).to_have_text(outbox.recipient.address)
+    expect(card).to_contain_text(outbox.sender.address)
+    expect(card.locator("[data-key]")).to_have_text(f"Signup bot {outbox.key_prefix}…")
+    # 72 hours from now, counted down by app.js.
+    expect(card.locator("time[data-countdown]")).to_have_text("expires in 3 days")
+    other = page.locator(f'li[data-item="{second}"]')
+    expect(other).to_contain_text("The agent gave no reason.")
+    expect(other.locator("[data-recipients]")).to_have_text(
+        f"{outbox.recipient.address} cc billing@example.com"
+    )
+    expect(badge(page)).to_have_text("Approvals 2 pending")
+    expect(page.get_by_text("Only owners and admins can approve or reject")).to_be_visible()
+    screenshot(page, "approvals-queue")
+    page.set_viewport_size({"width": 375, "height": 812})
+    assert horizontal_overflow(page) <= 0
+    page.set_viewport_size({"width": 1280, "height": 800})
+    card.get_by_role("link", name="Read the message: Welcome to Acme").click()
+    page.get_by_role("heading", name="Welcome to Acme", level=1).wait_for()
+    assert page.url.endswith(f"/approvals/{first}/")
+
+
+def test_empty_queue_and_history_say_so_in_plain_words(page, team: Team) -> None:
+    login(page, "owner@acme.test")
+    page.goto("/approvals/")
+    expect(page.locator("[data-empty]")).to_contain_text("Nothing is waiting for approval")
+    expect(badge(page)).to_have_text("Approvals")
+    page.get_by_role("link", name="See earlier decisions").click()
+    expect(page.locator("[data-empty]")).to_contain_text("No decisions yet")
+    page.set_viewport_size({"width": 375, "height": 812})
+    assert horizontal_overflow(page) <= 0
+
+
+# --- deciding -----------------------------------------------------------------------------------
+
+
+def test_admin_approves_with_edits_and_the_recipient_gets_the_edited_version(
+    page, outbox: Outbox
+) -> None:
+    item_id = outbox.send(
+        "Welcom to Acme",
+        "Hi Bob,\nyour code is 4821.\n",
+        reason="Bob signed up at 10:02",
+        html="<p onclick=\"alert('x')\">Hi <b>Bob</b></p><script>alert(1)</script>",
+    )
+    outbox.send("Another one", "Stays pending.")
+    login(page, "admin@acme.test")
+    expect(badge(page)).to_have_text("Approvals 2 pending")
+    page.goto(f"/approvals/{item_id}/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Welcom to Acme")
+    expect(page.locator("[data-reason]")).to_have_text("Bob signed up at 10:02")
+    expect(page.locator("[data-to]")).to_have_text(outbox.recipient.address)
+    expect(page.locator("[data-text]")).to_have_text("Hi Bob,\nyour code is 4821.\n")
+    # The HTML part is shown as escaped source, never run or rendered.
+    page.get_by_text("HTML part (shown as source, not rendered)").click()
+    expect(page.locator("[data-html]")).to_have_text(
+        "<p onclick=\"alert('x')\">Hi <b>Bob</b></p><script>alert(1)</script>"
+    )
+    assert page.locator("main b").count() == 0
+    expect(page.locator("[data-state]")).to_contain_text("Waiting for a decision")
+    screenshot(page, "approvals-item")
+
+    approve = page.locator('form[data-decision="approve"]')
+    expect(approve.get_by_label("Subject")).to_have_value("Welcom to Acme")
+    approve.get_by_label("Subject").fill("Welcome to Acme")
+    approve.get_by_label("Text").fill("Hi Bob,\nyour code is 4821.\nSee you soon!")
+    approve.get_by_label("Note (optional)").fill("Fixed the typo")
+    with page.expect_response(DECISION) as answer:
+        approve.get_by_role("button", name="Approve and send").click()
+    response = answer.value
+    assert response.request.method == "POST" and response.status == 200
+    assert response.request.headers["x-csrftoken"]
+    assert response.request.post_data_json == {
+        "decision": "approve",
+        "note": "Fixed the typo",
+        "subject": "Welcome to Acme",
+        "text": "Hi Bob,\nyour code is 4821.\nSee you soon!",
+    }
+    expect(page.locator("[data-state]")).to_contain_text("Approved by admin@acme.test")
+    assert page.url.endswith(f"/approvals/{item_id}/")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Welcome to Acme")
+    expect(page.locator("[data-note]")).to_have_text("Fixed the typo")
+    expect(page.get_by_role("button", name="Approve and send")).to_have_count(0)
+    expect(badge(page)).to_have_text("Approvals 1 pending")
+
+    item = OutboxItem.objects.select_related("decided_by").get(pk=item_id)
+    assert item.status == Status.SENT and item.decided_by.get_username() == "admin@acme.test"
+    assert item.decision_note == "Fixed the typo"
+    delivered = outbox.received("Welcome to Acme")
+    assert delivered["subject"] == "Welcome to Acme"
+    assert delivered["text"].replace("\r\n", "\n").rstrip("\n") == (
+        "Hi Bob,\nyour code is 4821.\nSee you soon!"
+    )
+    assert delivered["from"]["address"] == outbox.sender.address
+    assert not Email.objects.filter(inbox=outbox.recipient, subject="Welcom to Acme").exists()
+
+
+def test_untouched_fields_are_not_sent_as_edits(page, outbox: Outbox) -> None:
+    item_id = outbox.send("Exactly this", "Line one\r\nLine two\r\n")
+    login(page, "owner@acme.test")
+    page.goto(f"/approvals/{item_id}/")
+    with page.expect_response(DECISION) as answer:
+        page.get_by_role("button", name="Approve and send").click()
+    assert answer.value.request.post_data_json == {"decision": "approve"}
+    expect(page.locator("[data-state]")).to_contain_text("Approved by owner@acme.test")
+    assert OutboxItem.objects.get(pk=item_id).text == "Line one\r\nLine two\r\n"
+    assert outbox.received("Exactly this")["subject"] == "Exactly this"
+
+
+def test_owner_rejects_with_a_note_by_keyboard_and_nothing_is_delivered(
+    page, outbox: Outbox
+) -> None:
+    item_id = outbox.send("Spammy offer", "Buy now!", reason="Marketing push")
+    login(page, "owner@acme.test")
+    expect(badge(page)).to_have_text("Approvals 1 pending")
+    page.goto(f"/approvals/{item_id}/")
+    reject = page.locator('form[data-decision="reject"]')
+    reject.get_by_label("Why not? (optional)").focus()
+    page.keyboard.type("Not a message we send to customers")
+    page.keyboard.press("Tab")
+    focused = page.evaluate("() => document.activeElement.textContent.trim()")
+    assert focused == "Reject"
+    with page.expect_response(DECISION) as answer:
+        page.keyboard.press("Enter")
+    assert answer.value.status == 200
+    assert answer.value.request.post_data_json == {
+        "decision": "reject",
+        "note": "Not a message we send to customers",
+    }
+    expect(page.locator("[data-state]")).to_contain_text("Rejected by owner@acme.test")
+    expect(page.locator("[data-state]")).to_contain_text("Nothing was sent.")
+    expect(badge(page)).to_have_text("Approvals")
+    item = OutboxItem.objects.get(pk=item_id)
+    assert item.status == Status.REJECTED and item.decision_note == (
+        "Not a message we send to customers"
+    )
+
+    page.get_by_role("link", name="History").first.click()
+    row = page.locator(f'tr[data-item="{item_id}"]')
+    expect(row).to_contain_text("rejected")
+    expect(row.locator("[data-decided-by]")).to_have_text("owner@acme.test")
+    expect(row.locator("[data-note]")).to_have_text("Not a message we send to customers")
+    screenshot(page, "approvals-history")
+    page.set_viewport_size({"width": 375, "height": 812})
+    assert horizontal_overflow(page) <= 0
+    # Nothing reached the recipient, and the queue is empty again.
+    assert Email.objects.filter(inbox=outbox.recipient).count() == 0
+    waited = outbox.api.get(f"inboxes/{outbox.recipient.pk}/wait", params={"timeout": 0})
+    assert waited.status_code == 204
+    page.goto("/approvals/")
+    expect(page.locator("[data-empty]")).to_be_visible()
+
+
+def test_member_reads_but_cannot_decide_and_the_api_refuses(page, outbox: Outbox) -> None:
+    item_id = outbox.send("Hold on", "Pending text", reason="Needs a human")
+    login(page, "member@acme.test")
+    page.goto(f"/approvals/{item_id}/")
+    expect(page.locator("[data-text]")).to_have_text("Pending text")
+    expect(page.locator("[data-read-only]")).to_contain_text(
+        "Only owners and admins can approve or reject outgoing mail. Your role in Acme is member"
+    )
+    assert page.get_by_role("button", name="Approve and send").count() == 0
+    assert page.get_by_role("button", name="Reject").count() == 0
+    assert page.locator("form[data-decision]").count() == 0
+    # Forced through the session anyway: the API answers 403 forbidden.
+    result = page.evaluate(
+        """async (id) => {
+            const token = document.cookie.split("; ").find(c => c.startsWith("csrftoken="))
+                .split("=")[1];
+            const response = await fetch(`/api/v1/outbox/${id}/decision`, {
+                method: "POST", credentials: "same-origin",
+                headers: {"Content-Type": "application/json", "X-CSRFToken": token},
+                body: JSON.stringify({decision: "approve"}),
+            });
+            return {status: response.status, body: await response.json()};
+        }""",
+        item_id,
+    )
+    assert result["status"] == 403
+    assert result["body"]["error"]["code"] == "forbidden"
+    allow_console_error(page, "403")
+    # And the dashboard's no-JavaScript path refuses too.
+    token = page.evaluate("() => document.querySelector('input[name=csrfmiddlewaretoken]').value")
+    forced = page.request.post(
+        f"/approvals/{item_id}/decide/",
+        form={"csrfmiddlewaretoken": token, "decision": "approve"},
+        headers={"Referer": page.url},
+    )
+    assert forced.status == 403
+    assert "Only admins and owners of Acme can do this." in forced.text()
+    assert OutboxItem.objects.get(pk=item_id).status == Status.PENDING
+    expect(badge(page)).to_have_text("Approvals 1 pending")
+
+
+def test_someone_elses_decision_shows_up_live_and_a_late_click_gets_plain_words(
+    page, outbox: Outbox
+) -> None:
+    item_id = outbox.send("Race", "Who decides first?")
+    login(page, "admin@acme.test")
+    page.goto(f"/approvals/{item_id}/")
+    expect(page.get_by_role("button", name="Approve and send")).to_be_enabled()
+    # The owner decides elsewhere; the open page hears it through the item's wait.
+    outbox_services.decide(
+        item=OutboxItem.objects.get(pk=item_id),
+        user=outbox.team.owner,
+        role=Role.OWNER,
+        decision="reject",
+        note="Not now",
+    )
+    expect(page.locator("[data-changed]")).to_have_text(
+        "This message was just rejected by owner@acme.test. Show its current state"
+    )
+    expect(page.get_by_role("button", name="Approve and send")).to_be_disabled()
+    # A click that got through anyway (re-enabled here) meets the API's 409 in plain words.
+    page.locator("#decision button").evaluate_all("(all) => all.forEach(b => b.disabled = false)")
+    with page.expect_response(DECISION) as answer:
+        page.get_by_role("button", name="Approve and send").click()
+    assert answer.value.status == 409
+    alert = page.locator("#decision-error")
+    expect(alert).to_have_text(
+        "The item is rejected, not pending. Someone else may have decided it, or it expired."
+        " Show its current state"
+    )
+    expect(alert).to_be_focused()
+    allow_console_error(page, "409")
+    alert.get_by_role("link", name="Show its current state").click()
+    expect(page.locator("[data-state]")).to_contain_text("Rejected by owner@acme.test")
+    assert OutboxItem.objects.get(pk=item_id).status == Status.REJECTED
+
+
+def test_without_javascript_the_forms_post_to_the_dashboard(
+    browser, stack: Stack, outbox: Outbox
+) -> None:
+    context = browser.new_context(base_url=stack.base_url, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        item_id = outbox.send("No script", "Plain body")
+        login(page, "admin@acme.test")
+        page.goto(f"/approvals/{item_id}/")
+        approve = page.locator('form[data-decision="approve"]')
+        approve.get_by_label("Subject").fill("No script, edited")
+        approve.get_by_role("button", name="Approve and send").click()
+        expect(page.get_by_role("status").first).to_have_text(
+            f"Approved and sent to {outbox.recipient.address}."
+        )
+        assert page.url.endswith(f"/approvals/{item_id}/")
+        item = OutboxItem.objects.get(pk=item_id)
+        assert item.status == Status.SENT and item.subject == "No script, edited"
+        assert item.text == "Plain body"  # untouched text is not an edit
+        assert outbox.received("No script, edited")["text"].rstrip("\r\n") == "Plain body"
+    finally:
+        context.close()
+
+
+def test_history_filters_and_pages(page, outbox: Outbox) -> None:
+    owner = outbox.team.owner
+    ids = [outbox.send(f"Item {n:02d}", "x") for n in range(27)]
+    for n, item_id in enumerate(ids):
+        outbox_services.decide(
+            item=OutboxItem.objects.get(pk=item_id),
+            user=owner,
+            role=Role.OWNER,
+            decision="approve" if n == 0 else "reject",
+            note=f"note {n:02d}",
+        )
+    # One nobody decided: sent 73 hours ago, expired by the sweeper.
+    stale = outbox.send("Too late", "x")
+    OutboxItem.objects.filter(pk=stale).update(created_at=timezone.now() - timedelta(hours=73))
+    assert outbox_services.expire_pending() == 1
+    login(page, "admin@acme.test")
+    page.goto("/approvals/history/")
+    rows = page.locator("tr[data-item]")
+    expect(rows).to_have_count(25)
+    expect(rows.first).to_contain_text("Item 26")  # the most recent decision first
+    expect(page.get_by_text("Page 1 of 2")).to_be_visible()
+    page.get_by_role("link", name="Older").click()
+    expect(rows).to_have_count(3)
+    expect(rows.nth(0)).to_contain_text("Item 01")
+    expect(rows.nth(1)).to_contain_text("Item 00")
+    expect(rows.nth(1)).to_contain_text("approved, sent")
+    expect(rows.nth(2)).to_contain_text("Too late")  # expired an hour ago
+    page.get_by_label("Show").select_option(label="Approved (sent)")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first.locator("[data-note]")).to_have_text("note 00")
+    page.get_by_label("Show").select_option(label="Expired undecided")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("Too late")
+    expect(rows.first.locator("[data-decided-by]")).to_have_text("nobody (expired)")
+    rows.first.get_by_role("link", name="Too late").click()
+    expect(page.locator("[data-state]")).to_have_text(
+        "Nobody decided in time, so it expired and was never sent."
+    )
+    page.goto("/approvals/history/?status=failed")
+    expect(page.locator("[data-empty]")).to_contain_text("No decisions of this kind yet")
+
+
+def test_another_workspaces_item_is_not_found(page, outbox: Outbox) -> None:
+    item_id = outbox.send("Private", "Acme only")
+    other = key_services.workspace_get_or_create(name="Beta Labs")
+    add_person(other, "beta@beta.test", Role.OWNER, PASSWORD)
+    login(page, "beta@beta.test")
+    response = page.goto(f"/approvals/{item_id}/")
+    assert response.status == 404
+    expect(page.locator("[data-not-found]")).to_contain_text("No such outgoing message")
+    allow_console_error(page, "404")
+    page.goto("/approvals/")
+    expect(page.locator("[data-empty]")).to_be_visible()
+    assert "Private" not in page.locator("main").inner_text()
