@@ -12,6 +12,7 @@ Nothing else writes events. Callers pass ids and plain dicts, never domain model
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
 from collections.abc import Callable
@@ -38,6 +39,7 @@ INBOX_CREATED = "inbox.created"
 INBOX_EXPIRED = "inbox.expired"
 
 AfterCommit = Callable[[Event], None]
+_publishing: set[asyncio.Task[None]] = set()  # wake-ups being published from a running loop
 _after_commit: list[AfterCommit] = []
 _in_transaction: list[AfterCommit] = []
 
@@ -142,8 +144,17 @@ def wake_listeners(event: Event) -> None:
     else:
         return
     layer = get_channel_layer()
-    if layer is not None:
-        async_to_sync(layer.group_send)(group, {**wake_message(event), "group": group})
+    if layer is None:
+        return
+    message = {**wake_message(event), "group": group}
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        async_to_sync(layer.group_send)(group, message)
+    else:  # called from code running inside an event loop: publish from that loop
+        task = loop.create_task(layer.group_send(group, message))
+        _publishing.add(task)
+        task.add_done_callback(_publishing.discard)
 
 
 def prune(*, older_than: timedelta) -> int:
