@@ -1,9 +1,16 @@
-"""Operator admin for workspaces, members and keys. Plain keys are never stored, never shown."""
+"""Operator admin for workspaces, members and keys.
+
+Plain keys are never stored and key digests are never shown (the ``digest`` field is excluded);
+keys are minted by POST /keys or ``manage.py createkey``, revoked here through the same service.
+"""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
+from apikeys import services
 from apikeys.models import ApiKey, Membership, Workspace
 
 
@@ -25,7 +32,10 @@ class WorkspaceAdmin(admin.ModelAdmin):
         "created_at",
     ]
     search_fields = ["name", "id"]
-    list_filter = ["require_approval", "classifier_enabled"]
+    list_filter = ["require_approval", "classifier_enabled", "allow_permanent_inboxes"]
+    readonly_fields = ["id", "created_at"]
+    date_hierarchy = "created_at"
+    ordering = ["name"]
     inlines = [MembershipInline]
 
 
@@ -33,8 +43,12 @@ class WorkspaceAdmin(admin.ModelAdmin):
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "workspace", "role", "created_at"]
     list_filter = ["role"]
+    list_select_related = ["user", "workspace"]
     search_fields = ["user__username", "workspace__name", "workspace__id"]
     autocomplete_fields = ["user", "workspace"]
+    readonly_fields = ["created_at"]
+    date_hierarchy = "created_at"
+    ordering = ["workspace__name", "user__username"]
 
 
 @admin.register(ApiKey)
@@ -51,10 +65,31 @@ class ApiKeyAdmin(admin.ModelAdmin):
         "last_used_at",
         "revoked_at",
     ]
-    list_filter = ["kind", "require_approval"]
-    search_fields = ["name", "id", "prefix", "workspace__name"]
-    readonly_fields = ["id", "prefix", "last_used_at", "created_at", "created_by"]
+    list_filter = ["kind", "require_approval", ("revoked_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["workspace", "created_by"]
+    search_fields = ["name", "id", "prefix", "workspace__name", "workspace__id"]
+    readonly_fields = [
+        "id",
+        "workspace",
+        "prefix",
+        "scopes",
+        "last_used_at",
+        "created_at",
+        "created_by",
+    ]
+    # The digest of the secret is never shown, not even read-only.
     exclude = ["digest"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+    actions = ["revoke"]
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # plain keys are minted by POST /keys or `manage.py createkey`
+
+    @admin.action(description="Revoke the selected keys")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        revoked = 0
+        for key in queryset.filter(revoked_at__isnull=True):
+            services.api_key_revoke(key=key)
+            revoked += 1
+        self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)

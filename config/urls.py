@@ -7,6 +7,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView
 
 from config.health import healthz
+from mail.overview import overview
 
 api_v1 = [
     path("", include("apikeys.urls")),
@@ -23,6 +24,7 @@ urlpatterns = [
     path("api/openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
     path("api/docs", SpectacularRedocView.as_view(url_name="schema"), name="docs"),
     path("admin/", admin.site.urls),
+    path("", overview, name="home"),
     # Dashboard pages: each app owns its dashboard_urls (flat names, prefixed by area).
     path("", include("apikeys.dashboard_urls")),
     path("", include("inboxes.dashboard_urls")),

@@ -1,18 +1,42 @@
-"""Operator admin for the event log."""
+"""Operator admin for the event log, webhook endpoints, deliveries and attempts.
+
+The signing secret is stored encrypted and never shown, not even as ciphertext; endpoints are
+created by POST /webhooks or the dashboard, which hand the secret out once. The event log and
+the delivery log are written by ``emit()`` and the workers only, so they are read-only here.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db import models
+from django.http import HttpRequest
 
 from webhooks.models import Attempt, Delivery, Endpoint, Event
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable by staff; written only by the services."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
-    list_display = ["id", "type", "workspace_id", "inbox_id", "created_at"]
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ["id", "type", "workspace_id", "inbox_id", "prev_id", "created_at"]
     list_filter = ["type"]
-    search_fields = ["workspace_id", "inbox_id"]
-    readonly_fields = ["id", "type", "workspace_id", "inbox_id", "data", "created_at"]
+    search_fields = ["=id", "workspace_id", "inbox_id", "type"]
+    readonly_fields = ["id", "created_at"]
+    date_hierarchy = "created_at"
+    ordering = ["-id"]
 
 
 class AttemptInline(admin.TabularInline):
@@ -21,31 +45,52 @@ class AttemptInline(admin.TabularInline):
     can_delete = False
     readonly_fields = ["at", "status_code", "duration_ms", "error", "response_excerpt"]
 
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin):
     list_display = ["url", "id", "workspace", "events", "enabled", "created_at"]
     list_filter = ["enabled"]
-    search_fields = ["url", "id", "workspace__name"]
+    list_select_related = ["workspace"]
+    search_fields = ["url", "id", "workspace__name", "workspace__id"]
+    # Never the secret, not even encrypted.
     exclude = ["secret_encrypted"]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    readonly_fields = ["id", "workspace", "created_at", "updated_at"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the secret is generated and shown once by POST /webhooks
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
-    list_display = ["id", "event", "endpoint", "status", "attempt_count", "next_attempt_at"]
-    list_filter = ["status", "event"]
-    search_fields = ["id", "endpoint__url", "workspace_id"]
-    readonly_fields = [
+class DeliveryAdmin(ReadOnlyAdmin):
+    list_display = [
         "id",
-        "endpoint",
-        "workspace_id",
-        "event_id",
         "event",
-        "body",
+        "endpoint",
         "status",
         "attempt_count",
         "next_attempt_at",
-        "leased_until",
         "created_at",
     ]
+    list_filter = ["status", "event"]
+    list_select_related = ["endpoint"]
+    search_fields = ["id", "endpoint__url", "endpoint__id", "workspace_id"]
+    readonly_fields = ["id", "created_at", "updated_at"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
     inlines = [AttemptInline]
+
+
+@admin.register(Attempt)
+class AttemptAdmin(ReadOnlyAdmin):
+    list_display = ["delivery", "at", "status_code", "duration_ms", "error"]
+    list_filter = ["status_code"]
+    list_select_related = ["delivery"]
+    search_fields = ["delivery__id", "error"]
+    date_hierarchy = "at"
+    ordering = ["-at"]
