@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 
+from config.api.errors import flatten_issues
 from labels.models import Color
 from labels.serializers import LabelCreateIn, LabelUpdateIn
 
@@ -25,25 +26,6 @@ RULE_EXAMPLE = {
 }
 RULE_EXAMPLE_JSON = json.dumps(RULE_EXAMPLE, indent=2)
 _CONDITION = re.compile(r"^rules\.conditions\.(\d+)(?:\.(\w+))?$")
-
-
-def flatten_issues(detail: Any, prefix: str = "") -> list[dict[str, str]]:
-    """DRF's nested error detail as ``[{path, message}]`` with dotted paths."""
-    if isinstance(detail, dict):
-        issues = []
-        for key, value in detail.items():
-            name = "" if key == "non_field_errors" else str(key)
-            path = f"{prefix}.{name}" if prefix and name else (name or prefix)
-            issues += flatten_issues(value, path)
-        return issues
-    if isinstance(detail, list):
-        if all(isinstance(item, str) for item in detail):
-            return [{"path": prefix, "message": str(item)} for item in detail]
-        issues = []
-        for index, item in enumerate(detail):
-            issues += flatten_issues(item, f"{prefix}.{index}" if prefix else str(index))
-        return issues
-    return [{"path": prefix, "message": str(detail)}]
 
 
 def rule_issue_text(path: str, message: str) -> str:

@@ -15,20 +15,8 @@ from django.db.models.functions import Length
 from django.http import HttpRequest
 from django.template.defaultfilters import filesizeformat
 
+from config.admin import ReadOnlyAdmin
 from mail.models import Attachment, Email, RawMessage
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable by staff; added, changed and deleted only by the services."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class AttachmentInline(admin.TabularInline):

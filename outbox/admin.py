@@ -7,18 +7,17 @@ message as sent is shown as its size only.
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.db.models.functions import Length
 from django.http import HttpRequest
 
+from config.admin import ReadOnlyAdmin
 from outbox.models import OutboxItem
 
 
 @admin.register(OutboxItem)
-class OutboxItemAdmin(admin.ModelAdmin):
+class OutboxItemAdmin(ReadOnlyAdmin):
     list_display = [
         "subject",
         "id",
@@ -53,12 +52,3 @@ class OutboxItemAdmin(admin.ModelAdmin):
     def raw_size(self, item: OutboxItem) -> str:
         size = getattr(item, "raw_bytes", None) or 0
         return f"{size} bytes" if size else "not built yet"
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

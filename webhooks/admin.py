@@ -13,20 +13,8 @@ from django.contrib import admin
 from django.db import models
 from django.http import HttpRequest
 
+from config.admin import ReadOnlyAdmin
 from webhooks.models import Attempt, Delivery, Endpoint, Event
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Viewable by staff; written only by the services."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Event)

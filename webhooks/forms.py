@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 
+from config.api.errors import flatten_issues
 from webhooks.serializers import EndpointCreateIn, EndpointUpdateIn
 from webhooks.services import WEBHOOK_EVENTS
 
@@ -24,24 +25,6 @@ EVENT_HELP = {
     "outbound.rejected": "an outgoing message was rejected by an approver",
     "outbound.failed": "an outgoing message could not be delivered",
 }
-
-
-def flatten_issues(detail: Any, prefix: str = "") -> list[dict[str, str]]:
-    """DRF's nested error detail as ``[{path, message}]`` with dotted paths."""
-    if isinstance(detail, dict):
-        issues = []
-        for key, value in detail.items():
-            name = "" if key == "non_field_errors" else str(key)
-            issues += flatten_issues(value, f"{prefix}.{name}" if prefix and name else name)
-        return issues
-    if isinstance(detail, list):
-        if all(isinstance(item, str) for item in detail):
-            return [{"path": prefix, "message": str(item)} for item in detail]
-        issues = []
-        for index, item in enumerate(detail):
-            issues += flatten_issues(item, f"{prefix}.{index}" if prefix else str(index))
-        return issues
-    return [{"path": prefix, "message": str(detail)}]
 
 
 class EndpointForm(forms.Form):
