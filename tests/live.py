@@ -15,6 +15,22 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+# A Celery worker of the project, quiet and alone (no gossip, mingle or heartbeat to wait for).
+CELERY_WORKER = [
+    sys.executable,
+    "-m",
+    "celery",
+    "-A",
+    "config",
+    "worker",
+    "--pool",
+    "solo",
+    "--loglevel",
+    "WARNING",
+    "--without-heartbeat",
+    "--without-gossip",
+    "--without-mingle",
+]
 
 
 def free_port() -> int:

@@ -21,7 +21,7 @@ import psycopg
 from psycopg import sql
 
 from tests.benchmarks.database import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, with_database
-from tests.live import ROOT, free_port
+from tests.live import CELERY_WORKER, ROOT, free_port
 
 DB = "pigeonhole_bench_webhooks"
 RESULTS = Path(__file__).parent / "results"
@@ -91,23 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             ids = [services.send_test(endpoint=endpoint).pk for _ in range(args.deliveries)]
             workers = [
                 subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "celery",
-                        "-A",
-                        "config",
-                        "worker",
-                        "--pool",
-                        "solo",
-                        "--loglevel",
-                        "WARNING",
-                        "--without-heartbeat",
-                        "--without-gossip",
-                        "--without-mingle",
-                        "-n",
-                        f"bench{i}@%h",
-                    ],
+                    [*CELERY_WORKER, "-n", f"bench{i}@%h"],
                     cwd=ROOT,
                     env=env,
                 )

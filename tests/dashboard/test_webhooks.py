@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import json
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -34,7 +33,7 @@ from tests.dashboard.conftest import (
     login,
     screenshot,
 )
-from tests.live import ROOT, Stack
+from tests.live import CELERY_WORKER, ROOT, Stack
 from tests.webhooks.receiver import Receiver, receiver  # noqa: F401  (a fixture)
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, Endpoint
@@ -59,21 +58,7 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
         process.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         process.env.update(extra)
     worker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "config",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "WARNING",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
+        CELERY_WORKER,
         cwd=ROOT,
         env=dict(running.web.env),
         stdout=subprocess.DEVNULL,

@@ -4,7 +4,6 @@ and the receiver never sees the same delivery twice at the same time."""
 from __future__ import annotations
 
 import signal
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ import pytest
 
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
-from tests.live import ROOT, child_env
+from tests.live import CELERY_WORKER, ROOT, child_env
 from tests.webhooks.receiver import Receiver
 from webhooks import services
 from webhooks.models import Delivery
@@ -24,21 +23,7 @@ class Worker:
         import subprocess
 
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "--pool",
-                "solo",
-                "--loglevel",
-                "WARNING",
-                "--without-heartbeat",
-                "--without-gossip",
-                "--without-mingle",
-            ],
+            CELERY_WORKER,
             cwd=ROOT,
             env=env,
         )
