@@ -1,3 +1,18 @@
-"""Dashboard pages of the inboxes app."""
+"""Dashboard pages of the inboxes app (the inbox page with its mail is in mail.dashboard_urls)."""
 
-urlpatterns: list = []
+from __future__ import annotations
+
+from django.urls import path
+
+from inboxes import views
+
+urlpatterns = [
+    path("inboxes/", views.inbox_list, name="inbox_list"),
+    path("inboxes/new/", views.inbox_create, name="inbox_create"),
+    path("inboxes/<str:inbox_id>/lifetime/", views.inbox_lifetime, name="inbox_lifetime"),
+    path("inboxes/<str:inbox_id>/delete/", views.inbox_delete, name="inbox_delete"),
+    path("domains/", views.domain_list, name="domain_list"),
+    path("domains/add/", views.domain_add, name="domain_add"),
+    path("domains/<str:domain>/catch-all/", views.domain_catch_all, name="domain_catch_all"),
+    path("domains/<str:domain>/remove/", views.domain_remove, name="domain_remove"),
+]

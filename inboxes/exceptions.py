@@ -13,3 +13,7 @@ class InvalidDomain(ApiError):
 
 class AddressTaken(ApiError):
     code, status, message = "address_taken", 409, "That address is already taken."
+
+
+class DomainInUse(ApiError):
+    code, status, message = "domain_in_use", 409, "Inboxes still use this domain."

@@ -92,6 +92,22 @@ def inbox_list(
     return queryset
 
 
+def inbox_search(workspace: Workspace, *, q: str = "", status: str = "active") -> QuerySet[Inbox]:
+    """The dashboard's inbox list: ``q`` in address, name, agent or tags; ``status`` one of
+    ``active``, ``expired`` or ``all``."""
+    queryset = inbox_list(workspace, include_expired=status != "active")
+    if status == "expired":
+        queryset = queryset.filter(expires_at__lte=timezone.now())
+    if q:
+        queryset = queryset.filter(
+            Q(address__icontains=q)
+            | Q(name__icontains=q)
+            | Q(agent_name__icontains=q)
+            | Q(tags__icontains=q)
+        )
+    return queryset
+
+
 def inbox_for_recipient(address: str) -> Inbox | None:
     """The inbox a recipient address is delivered to (plus tag removed), across workspaces."""
     canonical = canonical_address(address)

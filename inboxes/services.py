@@ -12,7 +12,7 @@ from django.utils import timezone
 from apikeys.models import Workspace
 from config.api.errors import FeatureDisabled, LimitReached, ValidationFailed
 from inboxes.addresses import is_valid_local_part, readable_local_part
-from inboxes.exceptions import AddressTaken, InvalidDomain
+from inboxes.exceptions import AddressTaken, DomainInUse, InvalidDomain
 from inboxes.models import Domain, Inbox, Source
 from inboxes.selectors import domain_resolve
 from webhooks import events
@@ -38,6 +38,22 @@ def domain_add(*, workspace: Workspace, domain: str, catch_all: bool = False) ->
             existing.save(update_fields=["catch_all"])
         return existing
     return Domain.objects.create(workspace=workspace, domain=name, catch_all=catch_all)
+
+
+def domain_remove(*, workspace: Workspace, domain: str) -> None:
+    """Removes a custom domain of the workspace; refused while inboxes still use it."""
+    name = domain.strip().lower().rstrip(".")
+    row = Domain.objects.filter(workspace=workspace, domain=name).first()
+    if row is None:
+        raise InvalidDomain(f"'{name}' is not a custom domain of this workspace.")
+    with transaction.atomic():
+        used = Inbox.objects.filter(workspace=workspace, domain=name).count()
+        if used:
+            raise DomainInUse(
+                f"{used} inbox{'es' if used != 1 else ''} still use{'s' if used == 1 else ''} "
+                f"{name}; delete them first."
+            )
+        row.delete()
 
 
 def inbox_record(inbox: Inbox) -> dict[str, str]:
