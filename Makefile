@@ -52,6 +52,12 @@ bench: install
 		$(BIN)/python -m tests.benchmarks
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.benchmarks.webhooks
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.benchmarks.ingest --maildev
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.benchmarks.rest
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.benchmarks.scale
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache
