@@ -51,6 +51,11 @@ def labels_of_email(email_id: str) -> list[dict]:
     ]
 
 
+def enabled_labels(workspace_id: str) -> list[Label]:
+    """The workspace's enabled labels, read once per received message (rules and classifier)."""
+    return list(Label.objects.filter(workspace_id=workspace_id, enabled=True))
+
+
 def classifier_labels(workspace: Workspace) -> list[Label]:
     """Labels the classifier answers for: enabled, with instructions, classifier switched on."""
     if not workspace.classifier_enabled:

@@ -62,11 +62,22 @@ def _label_dict(row: EmailLabel) -> dict:
     return {"key": row.key, "source": row.source, "confidence": row.confidence}
 
 
-def rules_apply(*, workspace_id: str, email_id: str, facts: rules_engine.Facts) -> list[dict]:
-    """Applies every enabled label whose rules match (source ``rule``, confidence 1)."""
+def rules_apply(
+    *,
+    workspace_id: str,
+    email_id: str,
+    facts: rules_engine.Facts,
+    labels: Sequence[Label] | None = None,
+) -> list[dict]:
+    """Applies every enabled label whose rules match (source ``rule``, confidence 1).
+
+    ``labels``: the workspace's enabled labels when the caller has read them already.
+    """
+    if labels is None:
+        labels = Label.objects.filter(workspace_id=workspace_id, enabled=True)
     applied = []
-    for label in Label.objects.filter(workspace_id=workspace_id, enabled=True).exclude(rules={}):
-        if rules_engine.evaluate(label.rules, facts).matched:
+    for label in labels:
+        if label.enabled and label.rules and rules_engine.evaluate(label.rules, facts).matched:
             row = EmailLabel.objects.create(
                 email_id=email_id, label=label, key=label.key, source=LabelSource.RULE
             )

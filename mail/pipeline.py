@@ -247,7 +247,8 @@ def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
         refusal = _make_room(locked)
         if refusal is not None:
             return refusal
-        classify = bool(label_selectors.classifier_labels(inbox.workspace))
+        enabled = label_selectors.enabled_labels(locked.workspace_id)
+        classify = inbox.workspace.classifier_enabled and any(x.instructions for x in enabled)
         email = Email.objects.create(
             workspace_id=locked.workspace_id,
             inbox=locked,
@@ -295,7 +296,10 @@ def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
             last_email_at=prepared.received_at,
         )
         labels = label_services.rules_apply(
-            workspace_id=locked.workspace_id, email_id=email.pk, facts=_rule_facts(prepared)
+            workspace_id=locked.workspace_id,
+            email_id=email.pk,
+            facts=_rule_facts(prepared),
+            labels=enabled,
         )
         if classify:
             # The classifier answers in a worker, bounded by CLASSIFIER_TIMEOUT; the worker
