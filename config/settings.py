@@ -45,8 +45,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
-else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=60))
+elif env.int("DB_POOL_MAX", default=10) > 0:
+    # A psycopg connection pool per process. Under ASGI every request runs its sync code in a
+    # thread of its own, so connections kept per thread (CONN_MAX_AGE) pile up until PostgreSQL
+    # refuses clients (50 concurrent API clients did it); a pool bounds them instead. A pooled
+    # connection is handed back after each request or call, so persistence must be off.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env.int("DB_POOL_MIN", default=1),
+        "max_size": env.int("DB_POOL_MAX", default=10),
+        "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
+    }
+else:  # DB_POOL_MAX=0: no pool (e.g. behind PgBouncer), per-thread connections
+    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 EMBEDDED_DB = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 
