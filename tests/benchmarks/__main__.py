@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         "git": report.git(),
         "open_files_limit": nofile,
         "web_env": {
-            "CONN_MAX_AGE": env["CONN_MAX_AGE"],
+            "DB_POOL_MAX": env.get("DB_POOL_MAX", "10 (default)"),
             "RATE_LIMIT_PER_MINUTE": env["RATE_LIMIT_PER_MINUTE"],
         },
     }

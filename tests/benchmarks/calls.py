@@ -3,8 +3,8 @@
 ``mail.realtime`` does its database work in short sync calls wrapped for asyncio (whatever
 wrapper it uses today: ``db_call`` in the thread pool, or Channels' ``database_sync_to_async``
 on one shared thread). This times the same wrapped calls, one after another, in this process
-with the web process's settings (PostgreSQL, ``CONN_MAX_AGE=60`` with health checks, the Redis
-cache for the rate limit): wall time per call and the CPU time this process spent on it. The
+with the web process's settings (PostgreSQL through the connection pool, Redis for the rate
+limit): wall time per call and the CPU time this process spent on it. The
 CPU part runs under the GIL, so it is what a web process cannot overlap with its event loop.
 
 From those it derives the database-call load of scenario (a): the web process's hub re-reads the

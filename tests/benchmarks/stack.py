@@ -1,8 +1,8 @@
 """The processes under test, started as the Procfile starts them, and what /proc says of them.
 
 ``smtp`` is ``manage.py smtpd --host 127.0.0.1 --port P`` and ``web`` is ``python -m daphne -b
-127.0.0.1 -p P config.asgi:application`` (tests.live's ``Process``), with ``CONN_MAX_AGE=60`` as
-in production. Their output goes to log files under ``results/`` rather than to an unread pipe,
+127.0.0.1 -p P config.asgi:application`` (tests.live's ``Process``), with the production
+database settings (a psycopg pool per process). Their output goes to log files under ``results/`` rather than to an unread pipe,
 which would block a chatty process once 64 KiB of logs piled up.
 """
 
@@ -40,7 +40,6 @@ def child_env(bench_url: str, redis_url: str) -> dict[str, str]:
     env.update(
         DATABASE_URL=bench_url,
         REDIS_URL=redis_url,
-        CONN_MAX_AGE="60",
         PYTHONUNBUFFERED="1",
         RATE_LIMIT_PER_MINUTE=BENCH_RATE_LIMIT,
         DJANGO_SETTINGS_MODULE="config.settings",

@@ -59,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
         CELERY_QUEUE=queue,
         CELERY_TASK_ALWAYS_EAGER="false",
         WEBHOOK_ALLOW_PRIVATE_TARGETS="true",
-        CONN_MAX_AGE="60",
     )
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     os.environ.update(env)
