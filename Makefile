@@ -43,7 +43,7 @@ test: install browser
 		$(BIN)/python -m tests.preflight
 	$(BIN)/ruff check .
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
-		$(BIN)/python manage.py makemigrations --check --dry-run -v1
+		DB_POOL_MAX=0 $(BIN)/python manage.py makemigrations --check --dry-run -v1
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider
 
@@ -58,6 +58,8 @@ bench: install
 		$(BIN)/python -m tests.benchmarks.rest
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.benchmarks.scale
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.benchmarks.scaleout
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache
