@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test lint bench clean browser
+.PHONY: install run test lint bench chaos clean browser
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -60,6 +60,10 @@ bench: install
 		$(BIN)/python -m tests.benchmarks.scale
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.benchmarks.scaleout
+
+chaos: install
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.chaos
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache
