@@ -3,14 +3,17 @@ test database and the real Redis. Tests using them need ``transactional_db`` (co
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -52,17 +55,33 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
     raise TimeoutError(f"port {port} did not open")
 
 
+def drain(stream: IO[bytes], into: collections.deque[str]) -> threading.Thread:
+    """Reads a child's stderr into ``into`` (its last lines) in a thread, so a chatty process
+    never blocks on a full pipe (64 KiB of tracebacks stopped an smtpd mid-reply once)."""
+
+    def run() -> None:
+        for line in iter(stream.readline, b""):
+            into.append(line.decode("utf-8", "replace").rstrip())
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 class Process:
-    """One child process of the project, restartable."""
+    """One child process of the project, restartable; ``logs`` holds its last stderr lines."""
 
     def __init__(self, argv: list[str], port: int, env: dict[str, str]) -> None:
         self.argv, self.port, self.env = argv, port, env
         self.proc: subprocess.Popen | None = None
+        self.logs: collections.deque[str] = collections.deque(maxlen=500)
 
     def start(self) -> Process:
         self.proc = subprocess.Popen(
             self.argv, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
+        assert self.proc.stderr is not None
+        drain(self.proc.stderr, self.logs)
         _wait_port(self.port, self.proc)
         return self
 

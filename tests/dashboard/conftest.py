@@ -9,10 +9,8 @@ make people with ``team`` / ``add_person``, capture both widths with ``screensho
 
 from __future__ import annotations
 
-import collections
 import os
 import shutil
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +33,6 @@ PHONE = {"width": 375, "height": 812}
 # --- the live stack ----------------------------------------------------------------------------
 
 
-def _drain(stream: Any, into: collections.deque[str]) -> None:
-    """Reads a child's stderr so a chatty process never blocks on a full pipe."""
-    for line in iter(stream.readline, b""):
-        into.append(line.decode("utf-8", "replace").rstrip())
-
-
 @pytest.fixture(scope="package")
 def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
     from django.db import connection
@@ -49,13 +41,7 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
     for process in (running.web, running.smtp):
         # The servers must keep Django's async-safety checks (see ``_playwright``).
         process.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    running.start()
-    running.logs = collections.deque(maxlen=300)  # type: ignore[attr-defined]
-    for process in (running.web, running.smtp):
-        assert process.proc is not None and process.proc.stderr is not None
-        threading.Thread(
-            target=_drain, args=(process.proc.stderr, running.logs), daemon=True
-        ).start()
+    running.start()  # each process keeps its last stderr lines in ``process.logs``
     yield running
     running.stop()
 

@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import json
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,15 +32,10 @@ from tests.dashboard.conftest import (
     login,
     screenshot,
 )
-from tests.live import CELERY_WORKER, ROOT, Stack
+from tests.live import CELERY_WORKER, ROOT, Stack, drain
 from tests.webhooks.receiver import Receiver, receiver  # noqa: F401  (a fixture)
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, Endpoint
-
-
-def _drain(stream: Any, into: collections.deque[str]) -> None:
-    for line in iter(stream.readline, b""):
-        into.append(line.decode("utf-8", "replace").rstrip())
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +58,10 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    logs: collections.deque[str] = collections.deque(maxlen=300)
+    worker_logs: collections.deque[str] = collections.deque(maxlen=300)
+    assert worker.stderr is not None
+    drain(worker.stderr, worker_logs)
     running.start()
-    for proc in (running.web.proc, running.smtp.proc, worker):
-        assert proc is not None and proc.stderr is not None
-        threading.Thread(target=_drain, args=(proc.stderr, logs), daemon=True).start()
-    running.logs = logs  # type: ignore[attr-defined]
     yield running
     running.stop()
     worker.terminate()
