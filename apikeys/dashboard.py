@@ -67,3 +67,13 @@ def member_required(roles: Iterable[str] | None = None) -> Callable[[View], View
         return wrapper
 
     return decorator
+
+
+def add_api_error(form: Any, error: Any) -> None:
+    """Shows a service's coded error on ``form``: each issue on the field its path names (else
+    on the form), or the error's message when it has no issues."""
+    issues = getattr(error, "issues", None) or []
+    if not issues:
+        form.add_error(None, error.message)
+    for issue in issues:
+        form.add_error(issue["path"] if issue["path"] in form.fields else None, issue["message"])

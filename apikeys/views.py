@@ -22,7 +22,7 @@ from django.views.decorators.http import require_POST
 
 from apikeys import selectors, services
 from apikeys.authentication import SESSION_WORKSPACE_KEY
-from apikeys.dashboard import member_required
+from apikeys.dashboard import add_api_error, member_required
 from apikeys.forms import (
     EmailAuthenticationForm,
     KeyApprovalForm,
@@ -33,7 +33,7 @@ from apikeys.forms import (
     WorkspaceSwitchForm,
 )
 from apikeys.models import IMPLIED_SCOPES, ApiKey, Membership, Role, effective_scopes
-from config.api.errors import ApiError, NotFound, ValidationFailed
+from config.api.errors import ApiError, NotFound
 
 MANAGERS = (Role.OWNER, Role.ADMIN)
 
@@ -116,13 +116,8 @@ def member_add(request: HttpRequest) -> HttpResponse:
                 role=form.cleaned_data["role"],
                 password=form.cleaned_data["password"] or None,
             )
-        except ValidationFailed as error:
-            for issue in error.issues or []:
-                form.add_error(
-                    issue["path"] if issue["path"] in form.fields else None, issue["message"]
-                )
         except ApiError as error:
-            form.add_error(None, error.message)
+            add_api_error(form, error)
         else:
             messages.success(request, f"Added {added.user.get_username()} as {added.role}.")
             return redirect("members")
@@ -349,13 +344,8 @@ def workspace_settings_update(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             services.workspace_update(actor=request.membership, **form.cleaned_data)  # type: ignore[attr-defined]
-        except ValidationFailed as error:
-            for issue in error.issues or []:
-                form.add_error(
-                    issue["path"] if issue["path"] in form.fields else None, issue["message"]
-                )
         except ApiError as error:
-            form.add_error(None, error.message)
+            add_api_error(form, error)
         else:
             messages.success(request, "Settings saved. They apply to the API at once.")
             return redirect("workspace_settings")
