@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test lint bench chaos clean browser
+.PHONY: install run test lint bench chaos fuzz clean browser
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -64,6 +64,26 @@ bench: install
 chaos: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.chaos
+
+# The security matrices (tests/security, issue 11) at their large sizes; make test runs the small.
+# Signatures and keys: 100,000 signatures, 10,000,000 random key-shaped strings. Hostile HTML: the
+# 252 hand-made vectors each in a message of its own plus 2,000 mutated ones, in Chromium (about
+# 13 minutes here). Tenancy: 10,000 events in one workspace (SMTP mail, refusals, API changes),
+# none of them at the other workspace's wait, stream or webhook. The schema fuzzer: 1,000 examples
+# per operation against a live daphne (make test runs 100).
+fuzz: install browser
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		SIGNATURES_KEYS_SIZE=large CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider -s \
+		tests/security/test_signatures_keys.py -k "signatures_verify or on_the_wire or false_positives"
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		CONN_MAX_AGE=0 HOSTILE_HTML_SIZE=large $(BIN)/python -m pytest -q -p no:cacheprovider -s \
+		tests/security/browser/test_hostile_html.py
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		SECURITY_EVENTS=10000 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/security/test_tenancy.py -k foreign_events
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		CONN_MAX_AGE=0 FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+		tests/security/test_schema_fuzz.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

@@ -20,13 +20,19 @@ from apikeys.serializers import (
 )
 from config.api.pagination import page_response
 from config.api.query import parse_query
-from config.api.schema import DeletedOut, page_of
+from config.api.schema import DeletedOut, link, page_of
 
 SCOPE_ORDER = ("read", "write", "send", "admin")
 
 
 class KeysApi(APIView):
     scopes = {"GET": "admin", "POST": "admin"}
+    links = {
+        "POST": {
+            "UpdateKey": link("updateKey", "Change it.", key_id="$response.body#/id"),
+            "RevokeKey": link("revokeKey", "Revoke it.", key_id="$response.body#/id"),
+        }
+    }
     tags = ["API keys"]
 
     @extend_schema(operation_id="listKeys", parameters=[KeyListQuery], responses=page_of(KeyOut))

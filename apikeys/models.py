@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from config.api.ids import new_id
+from config.tenancy import Tenancy, TenantManager
 
 
 def _ws_id() -> str:
@@ -73,6 +74,9 @@ class Membership(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = TenantManager()
+    tenancy = Tenancy("workspace", parents=("user",))
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["workspace", "user"], name="membership_unique")
@@ -105,6 +109,9 @@ class ApiKey(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
 
     class Meta:
         verbose_name = "API key"

@@ -11,7 +11,7 @@ from django.utils import timezone
 from apikeys import tokens
 from apikeys.exceptions import InvalidKey, KeyExpired, KeyRevoked
 from apikeys.models import ApiKey, Membership, Role, Workspace
-from config.api.errors import NotFound
+from config.api.errors import NotFound, Unauthorized
 
 
 def api_key_list(workspace: Workspace) -> QuerySet[ApiKey]:
@@ -39,8 +39,11 @@ def api_key_for_plain(plain: str) -> ApiKey:
     if not tokens.is_well_formed(plain):
         raise InvalidKey()
     wanted = tokens.digest(plain)
-    candidates = ApiKey.objects.select_related("workspace").filter(
-        prefix=tokens.lookup_prefix(plain)
+    # Authentication: the key names its workspace, so the lookup is across all of them.
+    candidates = (
+        ApiKey.objects.unscoped()
+        .select_related("workspace")
+        .filter(prefix=tokens.lookup_prefix(plain))
     )
     for key in candidates:
         if hmac.compare_digest(key.digest, wanted):
@@ -50,6 +53,30 @@ def api_key_for_plain(plain: str) -> ApiKey:
                 raise KeyExpired()
             return key
     raise InvalidKey()
+
+
+def api_keys_invalid(keys: list[tuple[str, str]]) -> dict[str, Unauthorized]:
+    """Of these ``(workspace id, key id)`` pairs, the keys that no longer authenticate, each
+    with the error a request made with it now gets (revoked, expired, or deleted)."""
+    if not keys:
+        return {}
+    now = timezone.now()
+    rows = ApiKey.objects.filter(
+        workspace_id__in={workspace_id for workspace_id, _ in keys},
+        pk__in={key_id for _, key_id in keys},
+    ).values_list("pk", "revoked_at", "expires_at")
+    found = {pk: (revoked_at, expires_at) for pk, revoked_at, expires_at in rows}
+    out: dict[str, Unauthorized] = {}
+    for _, key_id in keys:
+        if key_id not in found:
+            out[key_id] = InvalidKey()
+            continue
+        revoked_at, expires_at = found[key_id]
+        if revoked_at is not None:
+            out[key_id] = KeyRevoked()
+        elif expires_at is not None and expires_at <= now:
+            out[key_id] = KeyExpired()
+    return out
 
 
 def membership_for(user: AbstractBaseUser, workspace_id: str | None) -> Membership | None:

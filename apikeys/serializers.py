@@ -5,6 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from apikeys.models import KeyKind, Scope
+from config.api.inputs import JsonIn
 from config.api.query import PageQuery
 
 
@@ -13,7 +14,7 @@ class KeyListQuery(PageQuery):
     max_limit = 200
 
 
-class KeyCreateIn(serializers.Serializer):
+class KeyCreateIn(JsonIn):
     name = serializers.CharField(max_length=200)
     kind = serializers.ChoiceField(choices=KeyKind.choices, default=KeyKind.AGENT)
     scopes = serializers.ListField(
@@ -27,7 +28,7 @@ class KeyCreateIn(serializers.Serializer):
     require_approval = serializers.BooleanField(default=False)
 
 
-class KeyUpdateIn(serializers.Serializer):
+class KeyUpdateIn(JsonIn):
     require_approval = serializers.BooleanField()
 
 

@@ -134,7 +134,7 @@ def membership_remove(*, actor: Membership, membership: Membership) -> None:
             raise RoleNotAllowed()
         if owners == [membership.pk]:
             raise LastOwner()
-        Membership.objects.filter(pk=membership.pk).delete()
+        Membership.objects.filter(workspace_id=membership.workspace_id, pk=membership.pk).delete()
 
 
 def workspace_update(
@@ -226,7 +226,9 @@ def api_key_update(*, key: ApiKey, require_approval: bool) -> ApiKey:
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
     """Revokes the key at once; later requests with it are 401."""
     with transaction.atomic():
-        ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        ApiKey.objects.filter(
+            workspace_id=key.workspace_id, pk=key.pk, revoked_at__isnull=True
+        ).update(revoked_at=timezone.now())
     key.refresh_from_db(fields=["revoked_at"])
     return key
 
@@ -235,7 +237,7 @@ def api_key_touch(*, key: ApiKey) -> None:
     """Records use of the key, at most once a minute."""
     now = timezone.now()
     if key.last_used_at is None or now - key.last_used_at >= _LAST_USED_GRANULARITY:
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
+        ApiKey.objects.filter(workspace_id=key.workspace_id, pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
 
 

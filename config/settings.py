@@ -178,6 +178,10 @@ INBOX_DOMAINS = [d.strip().lower() for d in env.list("INBOX_DOMAINS", default=["
 SMTP_PORT = env.int("SMTP_PORT", default=2525)
 SMTP_HOSTNAME = env.str("SMTP_HOSTNAME", default=INBOX_DOMAINS[0] if INBOX_DOMAINS else "localhost")
 MAX_MESSAGE_BYTES = env.int("MAX_MESSAGE_BYTES", default=26_214_400)
+# Largest API request body. The biggest documented body (send: text up to 1,000,000 and html up
+# to 2,000,000 characters) is 18 MB at six bytes a character (JSON \u escapes); larger bodies
+# get 413 payload_too_large.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("API_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=EMBEDDED_DB)
 WEBHOOK_RETRY_SCHEDULE = [
@@ -185,12 +189,18 @@ WEBHOOK_RETRY_SCHEDULE = [
 ]
 WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=10.0)
 OUTBOX_APPROVAL_HOURS = env.int("OUTBOX_APPROVAL_HOURS", default=72)
+# How long a delivery attempt holds its outbox item: a worker killed mid-attempt leaves it to
+# another after this long. Longer than any attempt can take (see EMAIL_TIMEOUT).
+OUTBOX_LEASE_SECONDS = env.int("OUTBOX_LEASE_SECONDS", default=120)
 EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
 CLASSIFIER_URL = env.str("CLASSIFIER_URL", default="")
 CLASSIFIER_MODEL = env.str("CLASSIFIER_MODEL", default="")
 CLASSIFIER_API_KEY = env.str("CLASSIFIER_API_KEY", default="")
 CLASSIFIER_TIMEOUT = env.float("CLASSIFIER_TIMEOUT", default=5.0)  # email.received waits this long
 CLASSIFIER_REQUEST_TIMEOUT = env.float("CLASSIFIER_REQUEST_TIMEOUT", default=30.0)  # late answers
+# The tenant guard (config.tenancy): queries of workspace-owned models without a workspace filter
+# raise. On in the test suite and the processes it starts; off in production.
+TENANT_GUARD = env.bool("TENANT_GUARD", default=False)
 
 # Outbound mail: EMAIL_URL (smtp://host:port) unless EMAIL_BACKEND names another backend (SES).
 _email = env.email_url("EMAIL_URL", default="smtp://localhost:25")
@@ -201,7 +211,7 @@ EMAIL_HOST_USER = _email.get("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _email.get("EMAIL_USE_TLS", False)
 EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
-EMAIL_TIMEOUT = 30
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=30.0)  # seconds per SMTP operation
 # Amazon SES through django-ses (EMAIL_BACKEND=django_ses.SESBackend).
 AWS_SES_REGION_NAME = env.str("AWS_SES_REGION_NAME", default="us-east-1")
 AWS_SES_REGION_ENDPOINT = env.str(

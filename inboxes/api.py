@@ -7,10 +7,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api.errors import FeatureDisabled, LimitReached
 from config.api.pagination import page_body, page_response
 from config.api.query import parse_query
-from config.api.schema import DeletedOut, page_of
+from config.api.schema import DeletedOut, link, page_of
 from inboxes import selectors, services
+from inboxes.exceptions import AddressTaken, InvalidDomain, NoDomain
 from inboxes.models import Source
 from inboxes.serializers import (
     DomainOut,
@@ -20,6 +22,16 @@ from inboxes.serializers import (
     InboxUpdateIn,
 )
 
+_NEW_INBOX = "$response.body#/id"
+INBOX_LINKS = {
+    "GetInbox": link("getInbox", "The inbox just created.", inbox_id=_NEW_INBOX),
+    "UpdateInbox": link("updateInbox", "Change or extend it.", inbox_id=_NEW_INBOX),
+    "DeleteInbox": link("deleteInbox", "Remove it and its mail.", inbox_id=_NEW_INBOX),
+    "SendEmail": link("sendEmail", "Send mail from it.", inbox_id=_NEW_INBOX),
+    "ListInboxEmails": link("listInboxEmails", "Its mail.", inbox_id=_NEW_INBOX),
+    "WaitForEmail": link("waitForEmail", "Wait for its next email.", inbox_id=_NEW_INBOX),
+    "StreamInbox": link("streamInbox", "Follow it live.", inbox_id=_NEW_INBOX),
+}
 INBOX_ID = OpenApiParameter(
     "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
 )
@@ -42,6 +54,8 @@ class DomainsApi(APIView):
 
 class InboxesApi(APIView):
     scopes = {"GET": "read", "POST": "write"}
+    errors = {"POST": [AddressTaken, NoDomain, InvalidDomain, FeatureDisabled, LimitReached]}
+    links = {"POST": INBOX_LINKS}
     tags = ["Inboxes"]
 
     @extend_schema(
@@ -80,6 +94,7 @@ class InboxesApi(APIView):
 
 class InboxApi(APIView):
     scopes = {"GET": "read", "PATCH": "write", "DELETE": "write"}
+    errors = {"PATCH": [FeatureDisabled]}
     tags = ["Inboxes"]
 
     @extend_schema(operation_id="getInbox", parameters=[INBOX_ID], responses=InboxOut)

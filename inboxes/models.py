@@ -12,6 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 from config.api.ids import new_id
+from config.tenancy import Tenancy, TenantManager
 
 
 def _dom_id() -> str:
@@ -30,6 +31,9 @@ class Domain(models.Model):
         default=False, help_text="Mail to an unknown local part creates the inbox."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -87,6 +91,9 @@ class Inbox(models.Model):
     last_email_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
 
     class Meta:
         verbose_name_plural = "inboxes"

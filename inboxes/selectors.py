@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -113,15 +114,42 @@ def inbox_for_recipient(address: str) -> Inbox | None:
     canonical = canonical_address(address)
     if not canonical:
         return None
-    return Inbox.objects.select_related("workspace").filter(address=canonical).first()
+    # The SMTP receiver: the address names the inbox, whatever its workspace.
+    return Inbox.objects.unscoped().select_related("workspace").filter(address=canonical).first()
+
+
+def inbox_ids_for_addresses(addresses: Iterable[str]) -> dict[str, str]:
+    """Canonical address -> inbox id, across workspaces (the receive path's one lookup)."""
+    addresses = list(addresses)  # the SMTP receiver's lookup: cross-tenant by design
+    return dict(Inbox.objects.unscoped().filter(address__in=addresses).values_list("address", "pk"))
+
+
+def inboxes_locked(ids: Sequence[str]) -> dict[str, Inbox]:
+    """The inboxes with these ids, with their workspace, locked ``FOR UPDATE`` in id order (so
+    two receivers never deadlock) until the transaction ends."""
+    rows = (
+        Inbox.objects.unscoped()  # ids the receive path resolved from recipient addresses
+        .select_for_update(of=("self",))
+        .select_related("workspace")
+        .filter(pk__in=list(ids))
+        .order_by("pk")
+    )
+    return {inbox.pk: inbox for inbox in rows}
 
 
 def catch_all_domain(domain: str) -> Domain | None:
     """The catch-all custom domain with this name, if any."""
-    return Domain.objects.select_related("workspace").filter(domain=domain, catch_all=True).first()
+    return (
+        Domain.objects.unscoped()
+        .select_related("workspace")
+        .filter(domain=domain, catch_all=True)
+        .first()
+    )
 
 
 def hosted_domain(domain: str) -> bool:
     """Whether this instance receives mail for ``domain`` (shared or any custom domain)."""
     domain = domain.lower().rstrip(".")
-    return domain in settings.INBOX_DOMAINS or Domain.objects.filter(domain=domain).exists()
+    return (
+        domain in settings.INBOX_DOMAINS or Domain.objects.unscoped().filter(domain=domain).exists()
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from config.api.inputs import JsonIn, single_line
 from config.api.query import PageQuery
 from inboxes.addresses import DOMAIN_RE, is_valid_local_part
 from inboxes.models import Overflow
@@ -34,8 +35,14 @@ class SenderRuleField(serializers.CharField):
         super().__init__(max_length=320, validators=[_validate_sender_rule], **kwargs)
 
 
-class _InboxFieldsIn(serializers.Serializer):
-    name = serializers.CharField(max_length=200, allow_blank=True, required=False)
+class _InboxFieldsIn(JsonIn):
+    name = serializers.CharField(
+        max_length=200,
+        allow_blank=True,
+        required=False,
+        validators=[single_line],
+        help_text="Display name; the From name of mail sent from the inbox.",
+    )
     ttl_minutes = serializers.IntegerField(
         min_value=1,
         max_value=MAX_TTL_MINUTES,

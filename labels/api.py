@@ -7,12 +7,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api.errors import FeatureDisabled, NotFound
 from config.api.pagination import page_response
 from config.api.query import parse_query
-from config.api.schema import page_of
+from config.api.schema import link, page_of
 from labels import rules as rules_engine
 from labels import selectors, services
 from labels.classifier.base import EmailFacts
+from labels.exceptions import LabelExists
 from labels.models import Label
 from labels.serializers import (
     LabelCreateIn,
@@ -27,6 +29,13 @@ from labels.serializers import (
 
 class LabelsApi(APIView):
     scopes = {"GET": "read", "POST": "admin"}
+    errors = {"POST": [LabelExists, FeatureDisabled]}
+    links = {
+        "POST": {
+            "UpdateLabel": link("updateLabel", "Change it.", key="$response.body#/key"),
+            "DeleteLabel": link("deleteLabel", "Delete it.", key="$response.body#/key"),
+        }
+    }
     tags = ["Labels"]
 
     @extend_schema(
@@ -52,6 +61,7 @@ class LabelsApi(APIView):
 
 class LabelApi(APIView):
     scopes = {"PATCH": "admin", "DELETE": "admin"}
+    errors = {"PATCH": [FeatureDisabled]}
     tags = ["Labels"]
 
     @extend_schema(operation_id="updateLabel", request=LabelUpdateIn, responses=LabelOut)
@@ -76,6 +86,7 @@ class LabelApi(APIView):
 
 class LabelTestApi(APIView):
     scopes = {"POST": "read"}
+    errors = {"POST": [NotFound]}  # `email_id` names no email of the workspace
     tags = ["Labels"]
 
     @extend_schema(

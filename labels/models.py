@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db import models
 
 from config.api.ids import new_id
+from config.tenancy import Tenancy, TenantManager
 
 
 def _lbl_id() -> str:
@@ -42,6 +43,9 @@ class Label(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
+
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["workspace", "key"], name="label_key_unique")
@@ -66,6 +70,16 @@ class EmailLabel(models.Model):
     source = models.CharField(max_length=12, choices=LabelSource.choices)
     confidence = models.FloatField(default=1.0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy(
+        "email__workspace",
+        "label__workspace",
+        parents=(
+            "email",
+            "label",
+        ),
+    )
 
     class Meta:
         constraints = [
@@ -95,6 +109,9 @@ class LabelFeedback(models.Model):
     subject = models.TextField(blank=True, default="")
     text = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("label__workspace", parents=("label",))
 
     class Meta:
         constraints = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.apps import apps
+from django.db import models
 from django.db.models import Count, Prefetch, QuerySet
 
 from apikeys.models import Workspace
@@ -43,17 +44,22 @@ def labels_by_keys(
     return [found[key] for key in wanted]
 
 
-def labels_of_email(email_id: str) -> list[dict]:
-    """``[{key, source, confidence}]`` of one email, oldest first."""
+def labels_of_email(email: models.Model) -> list[dict]:
+    """``[{key, source, confidence}]`` of one email (a ``mail.Email``), oldest first."""
     return [
         {"key": row.key, "source": row.source, "confidence": row.confidence}
-        for row in EmailLabel.objects.filter(email_id=email_id).order_by("created_at", "pk")
+        for row in EmailLabel.objects.filter(email=email).order_by("created_at", "pk")
     ]
 
 
 def enabled_labels(workspace_id: str) -> list[Label]:
     """The workspace's enabled labels, read once per received message (rules and classifier)."""
     return list(Label.objects.filter(workspace_id=workspace_id, enabled=True))
+
+
+def enabled_labels_of(workspace_ids: Iterable[str]) -> list[Label]:
+    """The enabled labels of several workspaces in one read (the receive path's batches)."""
+    return list(Label.objects.filter(workspace_id__in=list(workspace_ids), enabled=True))
 
 
 def classifier_labels(workspace: Workspace) -> list[Label]:

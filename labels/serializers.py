@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from config.api.inputs import JsonIn
 from config.api.query import PageQuery
 from labels import rules as rules_engine
 from labels.models import Color
@@ -39,7 +40,7 @@ class RulesField(serializers.JSONField):
         return normalised
 
 
-class _LabelFieldsIn(serializers.Serializer):
+class _LabelFieldsIn(JsonIn):
     name = serializers.CharField(max_length=200)
     color = serializers.ChoiceField(choices=Color.choices, default=Color.VIOLET)
     instructions = serializers.CharField(
@@ -102,7 +103,7 @@ class LabelDeletedOut(serializers.Serializer):
     key = serializers.CharField()
 
 
-class LabelDraftIn(serializers.Serializer):
+class LabelDraftIn(JsonIn):
     """An unsaved label to test as typed (the dashboard's rule editor)."""
 
     key = serializers.CharField(max_length=63, required=False, default="draft")
@@ -113,7 +114,7 @@ class LabelDraftIn(serializers.Serializer):
     threshold = serializers.FloatField(min_value=0.0, max_value=0.99, default=0.7)
 
 
-class LabelTestIn(serializers.Serializer):
+class LabelTestIn(JsonIn):
     label = LabelDraftIn(
         required=False,
         help_text="Extension: an unsaved label (key, rules, instructions, threshold) tested in "

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, models, transaction
 
 from apikeys.models import Workspace
-from config.api.errors import FeatureDisabled
+from config.api.errors import FeatureDisabled, ValidationFailed
 from labels import rules as rules_engine
 from labels.classifier.base import Backend, EmailFacts, Example, Verdict
 from labels.exceptions import LabelExists
@@ -34,6 +34,8 @@ def _require_classifier(workspace: Workspace, instructions: str) -> None:
 def label_create(*, workspace: Workspace, key: str, name: str, **fields: Any) -> Label:
     """A new label (409 label_exists when the key is taken)."""
     _require_classifier(workspace, fields.get("instructions", ""))
+    if "rules" in fields:
+        fields["rules"] = _valid_rules(fields["rules"])
     try:
         with transaction.atomic():
             return Label.objects.create(workspace=workspace, key=key, name=name, **fields)
@@ -45,12 +47,23 @@ def label_update(*, label: Label, **fields: Any) -> Label:
     """Changes the given fields only."""
     if "instructions" in fields:
         _require_classifier(label.workspace, fields["instructions"])
+    if "rules" in fields:
+        fields["rules"] = _valid_rules(fields["rules"])
     changed = [name for name, value in fields.items() if getattr(label, name) != value]
     for name in changed:
         setattr(label, name, fields[name])
     if changed:
         label.save(update_fields=[*changed, "updated_at"])
     return label
+
+
+def _valid_rules(rules: Any) -> dict:
+    """``rules`` normalised by the rules engine (every condition complete), or 400
+    ``validation_error``: whoever calls the service, only rules the engine can run are stored."""
+    normalised, issues = rules_engine.validate(rules, path="rules")
+    if issues:
+        raise ValidationFailed("The rules are not valid.", issues=issues)
+    return normalised
 
 
 def label_delete(*, label: Label) -> None:
@@ -62,27 +75,37 @@ def _label_dict(row: EmailLabel) -> dict:
     return {"key": row.key, "source": row.source, "confidence": row.confidence}
 
 
-def rules_apply(
-    *,
-    workspace_id: str,
-    email_id: str,
-    facts: rules_engine.Facts,
-    labels: Sequence[Label] | None = None,
-) -> list[dict]:
-    """Applies every enabled label whose rules match (source ``rule``, confidence 1).
+def rule_labels(
+    *, email_id: str, facts: rules_engine.Facts, labels: Sequence[Label]
+) -> list[EmailLabel]:
+    """Unsaved rows for every enabled label of ``labels`` whose rules match ``facts`` (source
+    ``rule``, confidence 1). The receive path stores them with the rest of its batch."""
+    return [
+        EmailLabel(email_id=email_id, label=label, key=label.key, source=LabelSource.RULE)
+        for label in labels
+        if label.enabled and label.rules and _rules_match(label, facts)
+    ]
 
-    ``labels``: the workspace's enabled labels when the caller has read them already.
-    """
-    if labels is None:
-        labels = Label.objects.filter(workspace_id=workspace_id, enabled=True)
-    applied = []
-    for label in labels:
-        if label.enabled and label.rules and rules_engine.evaluate(label.rules, facts).matched:
-            row = EmailLabel.objects.create(
-                email_id=email_id, label=label, key=label.key, source=LabelSource.RULE
-            )
-            applied.append(_label_dict(row))
-    return applied
+
+def _rules_match(label: Label, facts: rules_engine.Facts) -> bool:
+    """Whether the label's rules match; a label whose rules cannot run (stored by hand, say) is
+    logged and left off, never a reason to refuse the mail."""
+    try:
+        return rules_engine.evaluate(label.rules, facts).matched
+    except Exception:
+        logger.exception("label %s (%s): its rules cannot run", label.key, label.pk)
+        return False
+
+
+def labels_store(rows: Sequence[EmailLabel]) -> None:
+    """Stores label rows made by :func:`rule_labels` (one insert for a batch)."""
+    if rows:
+        EmailLabel.objects.bulk_create(rows)
+
+
+def label_dicts(rows: Sequence[EmailLabel]) -> list[dict]:
+    """``[{key, source, confidence}]`` of label rows, as events carry them."""
+    return [_label_dict(row) for row in rows]
 
 
 def backend() -> Backend:
@@ -161,23 +184,24 @@ def _feedback(label: Label, email_id: str, facts: EmailFacts, positive: bool) ->
 
 
 def manual_labels_set(
-    *, email_id: str, labels: Sequence[Label], facts: EmailFacts
+    *, email: models.Model, labels: Sequence[Label], facts: EmailFacts
 ) -> list[EmailLabel]:
-    """Replaces the manual labels of an email; rule and classifier labels stay. Each manual
-    label is remembered as a positive example for the classifier."""
+    """Replaces the manual labels of an email (a ``mail.Email``); rule and classifier labels
+    stay. Each manual label is remembered as a positive example for the classifier."""
+    email_id = email.pk
     with transaction.atomic():
         wanted = {label.pk: label for label in labels}
-        existing = {row.label_id: row for row in EmailLabel.objects.filter(email_id=email_id)}
+        existing = {row.label_id: row for row in EmailLabel.objects.filter(email=email)}
         stale = [
             row.pk
             for label_id, row in existing.items()
             if row.source == LabelSource.MANUAL and label_id not in wanted
         ]
-        EmailLabel.objects.filter(pk__in=stale).delete()
+        EmailLabel.objects.filter(email=email, pk__in=stale).delete()
         LabelFeedback.objects.filter(
+            label__in=[row.label for row in existing.values() if row.pk in stale],
             email_id=email_id,
             positive=True,
-            label_id__in=[row.label_id for row in existing.values() if row.pk in stale],
         ).delete()
         for label_id, label in wanted.items():
             row = existing.get(label_id)
@@ -189,20 +213,21 @@ def manual_labels_set(
                 row.source, row.confidence = LabelSource.MANUAL, 1.0
                 row.save(update_fields=["source", "confidence"])
             _feedback(label, email_id, facts, positive=True)
-    return list(EmailLabel.objects.filter(email_id=email_id).order_by("created_at", "pk"))
+    return list(EmailLabel.objects.filter(email=email).order_by("created_at", "pk"))
 
 
-def labels_remove(*, email_id: str, labels: Sequence[Label], facts: EmailFacts) -> int:
+def labels_remove(*, email: models.Model, labels: Sequence[Label], facts: EmailFacts) -> int:
     """Removes these labels whatever their source; a removed classifier label becomes a negative
     example (and the classifier will not put it back on this email)."""
+    email_id = email.pk
     with transaction.atomic():
-        rows = list(EmailLabel.objects.filter(email_id=email_id, label__in=labels))
+        rows = list(EmailLabel.objects.filter(email=email, label__in=labels))
         for row in rows:
             if row.source == LabelSource.CLASSIFIER:
                 _feedback(row.label, email_id, facts, positive=False)
             elif row.source == LabelSource.MANUAL:
                 LabelFeedback.objects.filter(label=row.label, email_id=email_id).delete()
-        EmailLabel.objects.filter(pk__in=[row.pk for row in rows]).delete()
+        EmailLabel.objects.filter(email=email, pk__in=[row.pk for row in rows]).delete()
     return len(rows)
 
 

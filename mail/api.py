@@ -10,10 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from config.api.errors import NotFound
 from config.api.pagination import page_response
 from config.api.query import parse_query
-from config.api.schema import DeletedOut, page_of
+from config.api.schema import DeletedOut, link, page_of
 from inboxes import selectors as inbox_selectors
+from labels.exceptions import UnknownLabel
 from mail import selectors, services, stats
 from mail.serializers import (
     AllEmailsQuery,
@@ -28,6 +30,16 @@ from mail.serializers import (
 INBOX_ID = OpenApiParameter(
     "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
 )
+
+
+_FIRST = "$response.body#/data/0/id"
+# A list's first email feeds the email operations (when the list is not empty).
+LIST_LINKS = {
+    "GetEmail": link("getEmail", "The first email of the page.", email_id=_FIRST),
+    "UpdateEmail": link("updateEmail", "Mark or label it.", email_id=_FIRST),
+    "DeleteEmail": link("deleteEmail", "Delete it.", email_id=_FIRST),
+    "GetEmailRaw": link("getEmailRaw", "Its raw message.", email_id=_FIRST),
+}
 
 
 def _list(request: Request, query: dict, inbox_ref: str | None) -> Response:
@@ -54,6 +66,7 @@ def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:
 
 class InboxEmailsApi(APIView):
     scopes = {"GET": "read"}
+    links = {"GET": LIST_LINKS}
     tags = ["Emails"]
 
     @extend_schema(
@@ -68,6 +81,8 @@ class InboxEmailsApi(APIView):
 
 class EmailsApi(APIView):
     scopes = {"GET": "read"}
+    errors = {"GET": [NotFound]}  # `inbox` names no inbox of the workspace
+    links = {"GET": LIST_LINKS}
     tags = ["Emails"]
 
     @extend_schema(
@@ -83,6 +98,17 @@ class EmailsApi(APIView):
 
 class EmailApi(APIView):
     scopes = {"GET": "read", "PATCH": "write", "DELETE": "write"}
+    errors = {"PATCH": [UnknownLabel]}
+    links = {
+        "GET": {
+            "GetEmailAttachment": link(
+                "getEmailAttachment",
+                "Its first attachment.",
+                email_id="$response.body#/id",
+                attachment_id="$response.body#/attachments/0/id",
+            )
+        }
+    }
     tags = ["Emails"]
 
     @extend_schema(operation_id="getEmail", parameters=[EmailReadQuery], responses=EmailOut)

@@ -126,6 +126,7 @@ text ignores CSS (hidden text counts).
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from typing import TypedDict
@@ -394,6 +395,7 @@ _CANDIDATE_RE = re.compile(
     rf"([{_UPPER}]{{1,10}})(?:([- －])([{_UPPER}]{{1,10}}))?"
     rf"(?![{_ALNUM}%％])(?![-/.,:_][{_ALNUM}])"
 )
+_CAPITALS_RE = re.compile(rf"[{_UPPER}]+")  # what every candidate starts with
 _FULL_WIDTH = {c: c - 0xFEE0 for c in range(0xFF01, 0xFF5F)}
 _CANDIDATE_SPAN = 24  # a candidate with its lookahead never needs more characters
 _PROMO_STEMS = tuple(
@@ -920,6 +922,35 @@ class _Scanner:
     def __init__(self, text: str) -> None:
         self.text = text
         self.low = _lower(text)
+        self._runs: tuple[list[int], list[int]] | None = None
+
+    def _reaches_code(self, kw_start: int, kw_end: int) -> bool:
+        """Whether :meth:`announced` could find anything for this keyword.
+
+        Every candidate starts with a digit or a capital letter: a keyword with none of them
+        within reach (most keywords in running text) needs no regular expression at all. Else
+        the first search ``announced`` makes after the keyword, and a search before it from the
+        widest start it uses, tell.
+        """
+        after = (kw_end, kw_end + AFTER_WINDOW + 1)
+        before = (max(0, kw_start - BEFORE_WINDOW), kw_start)
+        if not (self._capitals_in(*after) or self._capitals_in(*before)):
+            return False
+        text = self.text
+        stop = min(len(text), kw_end + AFTER_WINDOW + _CANDIDATE_SPAN)
+        found = _CANDIDATE_RE.search(text, kw_end, stop)
+        if found is not None and found.start() <= kw_end + AFTER_WINDOW:
+            return True
+        return _CANDIDATE_RE.search(text, *before) is not None
+
+    def _capitals_in(self, lo: int, hi: int) -> bool:
+        """Whether a digit or capital letter (what every candidate starts with) lies in lo:hi."""
+        if self._runs is None:
+            runs = [m.span() for m in _CAPITALS_RE.finditer(self.text)]
+            self._runs = ([start for start, _ in runs], [end for _, end in runs])
+        starts, ends = self._runs
+        index = bisect.bisect_left(starts, hi) - 1  # the last run starting before hi
+        return index >= 0 and ends[index] > lo
 
     def _regions(self) -> list[tuple[int, int]]:
         low, text = self.low, self.text
@@ -937,8 +968,9 @@ class _Scanner:
                 i, count = text.find(cased, i + 1), count + 1
         return _merge_spans(hits)
 
-    def keywords(self) -> list[tuple[int, int]]:
-        """Keyword occurrences (start, end) in order, without the disqualified ones."""
+    def keywords(self, *, near_codes: bool = False) -> list[tuple[int, int]]:
+        """Keyword occurrences (start, end) in order, without the disqualified ones; with
+        ``near_codes``, only those with a code candidate within reach."""
         found: list[tuple[int, int]] = []
         text, low = self.text, self.low
         for lo, hi in self._regions():
@@ -951,6 +983,8 @@ class _Scanner:
                     cased = _CASED_KEYWORDS.get(word)
                     if cased is not None and text[start:end] != cased:
                         continue
+                if near_codes and not self._reaches_code(start, end):
+                    continue
                 if self._qualified(start, end):
                     continue
                 found.append((start, end))
@@ -1004,6 +1038,8 @@ class _Scanner:
     def announced(self, kw_start: int, kw_end: int) -> tuple[int, str] | None:
         """The code announced by the keyword at ``kw_start:kw_end`` as (position, value)."""
         text = self.text
+        if not self._reaches_code(kw_start, kw_end):
+            return None
         # after the keyword: the first acceptable candidate
         pos, limit = kw_end, kw_end + AFTER_WINDOW
         stop = min(len(text), limit + _CANDIDATE_SPAN)
@@ -1071,7 +1107,7 @@ def _find_codes(subject: str, bodies: list[str]) -> list[str]:
         if not prepared:
             continue
         scanner = _Scanner(prepared)
-        for value in _codes_in(scanner, scanner.keywords(), standalone=announces):
+        for value in _codes_in(scanner, scanner.keywords(near_codes=True), standalone=announces):
             if value not in codes:
                 codes.append(value)
     return codes

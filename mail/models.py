@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 
 from config.api.ids import new_id
+from config.tenancy import Tenancy, TenantManager
 from mail.htmltext import html_to_text
 
 
@@ -53,6 +54,9 @@ class Email(models.Model):
     # truth: a sweeper announces emails whose classification task was lost).
     announced_at = models.DateTimeField(null=True, blank=True)
 
+    objects = TenantManager()
+    tenancy = Tenancy("workspace", parents=("inbox",))
+
     class Meta:
         indexes = [
             # The announcement sweeper: emails not yet announced.
@@ -93,6 +97,9 @@ class RawMessage(models.Model):
     content = models.BinaryField()
     sha256 = models.CharField(max_length=64)
 
+    objects = TenantManager()
+    tenancy = Tenancy("email__workspace", parents=("email",))
+
     def __str__(self) -> str:
         return f"raw of {self.email_id}"
 
@@ -107,6 +114,9 @@ class Attachment(models.Model):
     content_id = models.CharField(max_length=998, blank=True, default="")
     inline = models.BooleanField(default=False)
     content = models.BinaryField()
+
+    objects = TenantManager()
+    tenancy = Tenancy("email__workspace", parents=("email",))
 
     class Meta:
         ordering = ["email", "position"]

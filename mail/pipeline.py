@@ -1,8 +1,10 @@
-"""The receive pipeline: the one function SMTP, internal delivery and tests go through.
+"""The receive pipeline: the one path SMTP, internal delivery and tests go through.
 
 ``receive(raw, mail_from=..., rcpt_tos=[...])`` parses the message once, then for every inbox it
 is addressed to decides (expiry, sender filters, cap), stores the email with its raw bytes and
-attachments in one transaction, and emits the events. It never raises on message content: a
+attachments in one transaction, and emits the events. ``receive_many`` does the same for a batch
+of messages in one transaction (the SMTP front door's group commit); ``receive`` is a batch of
+one. It never raises on message content: a
 message that cannot be fully parsed is stored with what could be read, its defects noted and its
 raw bytes kept. It returns one :class:`Delivery` per recipient so the SMTP front door can answer.
 
@@ -20,19 +22,20 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
-from inboxes.addresses import sender_allowed, split_address
+from inboxes.addresses import canonical_address, sender_allowed, split_address
 from inboxes.models import Inbox, Overflow, Source
 from labels import rules
 from labels import selectors as label_selectors
 from labels import services as label_services
+from labels.models import EmailLabel, Label
 from mail.extraction import extract
 from mail.htmltext import make_preview
 from mail.models import Attachment, Email, RawMessage
@@ -154,71 +157,8 @@ def _prepare(raw: bytes, mail_from: str, received_at: datetime) -> _Prepared:
     )
 
 
-def _resolve_inbox(recipient: str, now: datetime, known: Inbox | None = None) -> Inbox | Refusal:
-    inbox = known or inbox_selectors.inbox_for_recipient(recipient)
-    if inbox is None:
-        local, domain = split_address(recipient)
-        catch_all = inbox_selectors.catch_all_domain(domain) if local else None
-        if catch_all is None:
-            return NO_SUCH_INBOX
-        local = local.split("+", 1)[0]
-        try:
-            inbox = inbox_services.inbox_create(
-                workspace=catch_all.workspace,
-                source=Source.CATCH_ALL,
-                local_part=local,
-                domain=domain,
-            )
-        except Exception:  # raced with another receiver creating it, or an invalid local part
-            inbox = inbox_selectors.inbox_for_recipient(recipient)
-            if inbox is None:
-                return NO_SUCH_INBOX
-    if inbox.is_expired(now):
-        return INBOX_EXPIRED
-    return inbox
-
-
 def _emit_rejected(inbox: Inbox, sender: str, refusal: Refusal) -> None:
-    events.emit(
-        workspace_id=inbox.workspace_id,
-        inbox_id=inbox.pk,
-        type=events.MAIL_REJECTED,
-        data={
-            "inbox": inbox_services.inbox_record(inbox),
-            "from": sender,
-            "reason": refusal.reason,
-            "code": refusal.code,
-        },
-    )
-
-
-def _make_room(inbox: Inbox) -> Refusal | None:
-    """Applies the cap under the inbox row lock: refuse, or drop the oldest emails."""
-    if inbox.max_emails is None or inbox.email_count < inbox.max_emails:
-        return None
-    if inbox.overflow == Overflow.REJECT:
-        return INBOX_FULL
-    excess = inbox.email_count - inbox.max_emails + 1
-    oldest = list(
-        Email.objects.filter(inbox=inbox).order_by("pk").values_list("pk", "read")[:excess]
-    )
-    Email.objects.filter(pk__in=[pk for pk, _ in oldest]).delete()
-    unread = sum(1 for _, read in oldest if not read)
-    Inbox.objects.filter(pk=inbox.pk).update(
-        email_count=F("email_count") - len(oldest), unread_count=F("unread_count") - unread
-    )
-    for pk, _ in oldest:
-        events.emit(
-            workspace_id=inbox.workspace_id,
-            inbox_id=inbox.pk,
-            type=events.EMAIL_DELETED,
-            data={
-                "inbox": inbox_services.inbox_record(inbox),
-                "email": {"id": pk},
-                "reason": "overflow",
-            },
-        )
-    return None
+    events.emit_many([_rejected(inbox, sender, refusal)])
 
 
 def email_event_data(inbox: Inbox, email: Email, labels: list[dict]) -> dict:
@@ -238,77 +178,6 @@ def email_event_data(inbox: Inbox, email: Email, labels: list[dict]) -> dict:
             "received_at": email.received_at.isoformat().replace("+00:00", "Z"),
         },
     }
-
-
-def _store(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) -> Email | Refusal:
-    parsed = prepared.parsed
-    with transaction.atomic():
-        locked = Inbox.objects.select_for_update().get(pk=inbox.pk)
-        refusal = _make_room(locked)
-        if refusal is not None:
-            return refusal
-        enabled = label_selectors.enabled_labels(locked.workspace_id)
-        classify = inbox.workspace.classifier_enabled and any(x.instructions for x in enabled)
-        email = Email.objects.create(
-            workspace_id=locked.workspace_id,
-            inbox=locked,
-            message_id=parsed.message_id[:998],
-            envelope_from=mail_from[:320],
-            envelope_to=recipient[:320],
-            from_address=(parsed.from_.address if parsed.from_ else "")[:320],
-            from_name=(parsed.from_.name if parsed.from_ else "")[:320],
-            to=_address_dicts(parsed.to),
-            cc=_address_dicts(parsed.cc),
-            reply_to=_address_dicts(parsed.reply_to),
-            subject=parsed.subject,
-            text=parsed.text,
-            html=parsed.html,
-            headers=[[name, value] for name, value in parsed.headers],
-            preview=prepared.preview,
-            search_text=prepared.search_text,
-            size=len(prepared.raw),
-            in_reply_to=parsed.in_reply_to[:998],
-            references=parsed.references,
-            extracted=prepared.extracted,
-            defects=parsed.defects,
-            has_attachments=bool(parsed.attachments),
-            received_at=prepared.received_at,
-            # Announced in this very transaction unless the classifier is to answer first.
-            announced_at=None if classify else timezone.now(),
-        )
-        RawMessage.objects.create(email=email, content=prepared.raw, sha256=prepared.sha256)
-        Attachment.objects.bulk_create(
-            Attachment(
-                email=email,
-                position=position,
-                filename=part.filename[:255],
-                content_type=part.content_type[:255] or "application/octet-stream",
-                size=len(part.content),
-                content_id=part.content_id[:998],
-                inline=part.inline,
-                content=part.content,
-            )
-            for position, part in enumerate(parsed.attachments)
-        )
-        Inbox.objects.filter(pk=locked.pk).update(
-            email_count=F("email_count") + 1,
-            unread_count=F("unread_count") + 1,
-            last_email_at=prepared.received_at,
-        )
-        labels = label_services.rules_apply(
-            workspace_id=locked.workspace_id,
-            email_id=email.pk,
-            facts=_rule_facts(prepared),
-            labels=enabled,
-        )
-        if classify:
-            # The classifier answers in a worker, bounded by CLASSIFIER_TIMEOUT; the worker
-            # announces the email (email.received with every label). The row is the truth:
-            # announced_at stays null until then, and a sweeper covers a lost task.
-            transaction.on_commit(lambda: _classify_later(email.pk))
-        else:
-            _announce_new(email=email, inbox=locked, labels=labels)
-    return email
 
 
 def _rule_facts(prepared: _Prepared) -> rules.Facts:
@@ -338,49 +207,31 @@ def announce(*, email: Email, inbox: Inbox, late: Sequence[dict] = ()) -> bool:
     task or the overdue sweeper; the conditional update makes it happen exactly once.
     """
     with transaction.atomic():
-        claimed = Email.objects.filter(pk=email.pk, announced_at__isnull=True).update(
-            announced_at=timezone.now()
-        )
+        claimed = Email.objects.filter(
+            workspace_id=email.workspace_id, pk=email.pk, announced_at__isnull=True
+        ).update(announced_at=timezone.now())
         if claimed != 1:
             return False
-        labels = label_selectors.labels_of_email(email.pk)
-        events.emit(
-            workspace_id=inbox.workspace_id,
-            inbox_id=inbox.pk,
-            type=events.EMAIL_RECEIVED,
-            data=email_event_data(inbox, email, labels),
-        )
-        if labels:
-            emit_labeled(email=email, inbox=inbox, labels=labels)
+        labels = label_selectors.labels_of_email(email)
+        events.emit_many(_announcement(inbox, email, labels))
     return True
-
-
-def _announce_new(*, email: Email, inbox: Inbox, labels: list[dict]) -> None:
-    """``announce`` for an email created (with ``announced_at`` set) in this transaction: no
-    claim needed, and the labels are the ones the rules just applied."""
-    events.emit(
-        workspace_id=inbox.workspace_id,
-        inbox_id=inbox.pk,
-        type=events.EMAIL_RECEIVED,
-        data=email_event_data(inbox, email, labels),
-        hints={"inbox": inbox},
-    )
-    if labels:
-        emit_labeled(email=email, inbox=inbox, labels=labels)
 
 
 def emit_labeled(*, email: Email, inbox: Inbox, labels: Sequence[dict]) -> None:
     """``email.labeled`` with the labels just applied."""
-    events.emit(
-        workspace_id=inbox.workspace_id,
-        inbox_id=inbox.pk,
-        type=events.EMAIL_LABELED,
-        data={
-            "inbox": inbox_services.inbox_record(inbox),
-            "email": email_event_data(inbox, email, list(labels))["email"],
-            "labels": list(labels),
-        },
-    )
+    events.emit_many([_labeled(inbox, email, labels)])
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One message as an SMTP transaction (or internal delivery) hands it over."""
+
+    raw: bytes
+    mail_from: str
+    rcpt_tos: Sequence[str]
+    received_at: datetime | None = None
+    # Recipients -> the inboxes admit_recipient() found at RCPT time in the same transaction.
+    admitted: Mapping[str, Inbox] | None = None
 
 
 def receive(
@@ -391,43 +242,336 @@ def receive(
     received_at: datetime | None = None,
     admitted: Mapping[str, Inbox] | None = None,
 ) -> list[Delivery]:
-    """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient.
+    """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient."""
+    return receive_many([Incoming(raw, mail_from, rcpt_tos, received_at, admitted)])[0]
 
-    ``admitted`` maps recipients to the inboxes :func:`admit_recipient` found moments ago in
-    the same SMTP transaction; expiry is checked again and the row is locked and re-read
-    before anything is stored.
+
+def receive_many(messages: Sequence[Incoming]) -> list[list[Delivery]]:
+    """Delivers a batch of messages in one transaction; per message, one :class:`Delivery`
+    per recipient.
+
+    The SMTP front door stores the messages that arrive together as one batch (group commit):
+    one lock of every inbox concerned, bulk inserts of the emails, raw bytes, attachments,
+    labels and events, one commit. Either all of the batch is stored or none of it (an
+    exception propagates; the caller retries the messages one by one). Each message is parsed
+    once, whatever its number of recipients; each inbox gets one copy.
     """
-    now = received_at or timezone.now()
-    if len(raw) > settings.MAX_MESSAGE_BYTES:
-        return [Delivery(recipient=r, refusal=TOO_LARGE) for r in rcpt_tos]
-    prepared = _prepare(raw, mail_from, now)
-    deliveries: list[Delivery] = []
-    stored_in: dict[str, str] = {}  # inbox id -> email id: one copy per inbox
-    for recipient in rcpt_tos:
-        resolved = _resolve_inbox(recipient, now, (admitted or {}).get(recipient))
-        if isinstance(resolved, Refusal):
-            deliveries.append(Delivery(recipient=recipient, refusal=resolved))
-            continue
-        inbox = resolved
-        if inbox.pk in stored_in:
-            deliveries.append(Delivery(recipient, email_id=stored_in[inbox.pk], inbox_id=inbox.pk))
-            continue
+    prepared = [
+        None
+        if len(m.raw) > settings.MAX_MESSAGE_BYTES
+        else _prepare(m.raw, m.mail_from, m.received_at or timezone.now())
+        for m in messages
+    ]
+    with transaction.atomic():
+        batch = _Batch(messages, prepared)
+        return batch.store()
+
+
+@dataclass
+class _Copy:
+    """One stored copy: the email, its rows and what its announcement needs."""
+
+    inbox: Inbox
+    email: Email
+    prepared: _Prepared
+    labels: list[EmailLabel]
+    classify: bool
+
+
+class _Batch:
+    """The work of :func:`receive_many` inside its transaction."""
+
+    def __init__(self, messages: Sequence[Incoming], prepared: Sequence[_Prepared | None]) -> None:
+        self.messages, self.prepared = messages, prepared
+        self.changes: list[events.Change] = []
+        self.copies: list[_Copy] = []
+        self.targets: list[list[tuple[str, str | None]]] = []  # per message: (recipient, inbox)
+
+    def store(self) -> list[list[Delivery]]:
+        inboxes = self._lock_inboxes()
+        enabled = self._enabled_labels({inbox.workspace_id for inbox in inboxes.values()})
+        counts = {pk: inbox.email_count for pk, inbox in inboxes.items()}
+        results = []
+        for message, prepared, targets in zip(
+            self.messages, self.prepared, self.targets, strict=True
+        ):
+            results.append(self._deliver(message, prepared, targets, inboxes, enabled, counts))
+        self._write(inboxes)
+        return results
+
+    def _lock_inboxes(self) -> dict[str, Inbox]:
+        """Every inbox of the batch, locked in id order (two batches never deadlock) and read
+        afresh; catch-all addresses get their inbox first. An inbox admitted at RCPT is a hint:
+        if it has gone since (deleted, perhaps re-created under the same address), the address
+        is looked up again."""
+        hints = [{r: inbox.pk for r, inbox in (m.admitted or {}).items()} for m in self.messages]
+        found = self._lookup(
+            {r for m, hinted in zip(self.messages, hints, strict=True) for r in m.rcpt_tos}
+            - {r for hinted in hints for r in hinted}
+        )
+        inboxes = inbox_selectors.inboxes_locked(
+            sorted({*found.values(), *(pk for hinted in hints for pk in hinted.values())})
+        )
+        stale = {r for hinted in hints for r, pk in hinted.items() if pk not in inboxes}
+        if stale:
+            again = self._lookup(stale)
+            found |= again
+            inboxes |= inbox_selectors.inboxes_locked(sorted(set(again.values()) - set(inboxes)))
+        for message, hinted in zip(self.messages, hints, strict=True):
+            self.targets.append(
+                [
+                    (r, hinted[r] if r in hinted and r not in stale else found.get(r))
+                    for r in message.rcpt_tos
+                ]
+            )
+        return inboxes
+
+    @staticmethod
+    def _lookup(recipients: set[str]) -> dict[str, str]:
+        """Recipient -> inbox id for those that have an inbox (catch-all ones created now)."""
+        canonical = {r: canonical_address(r) for r in recipients}
+        ids = inbox_selectors.inbox_ids_for_addresses(set(canonical.values()) - {""})
+        found: dict[str, str] = {}
+        for recipient, address in canonical.items():
+            inbox_id = ids.get(address) or _catch_all_inbox(recipient)
+            if inbox_id is not None:
+                found[recipient] = ids[address] = inbox_id
+        return found
+
+    @staticmethod
+    def _enabled_labels(workspace_ids: set[str]) -> dict[str, list[Label]]:
+        by_workspace: dict[str, list[Label]] = {pk: [] for pk in workspace_ids}
+        for label in label_selectors.enabled_labels_of(workspace_ids):
+            by_workspace[label.workspace_id].append(label)
+        return by_workspace
+
+    def _deliver(
+        self,
+        message: Incoming,
+        prepared: _Prepared | None,
+        targets: list[tuple[str, str | None]],
+        inboxes: dict[str, Inbox],
+        enabled: dict[str, list[Label]],
+        counts: dict[str, int],
+    ) -> list[Delivery]:
+        if prepared is None:
+            return [Delivery(recipient=r, refusal=TOO_LARGE) for r in message.rcpt_tos]
+        deliveries: list[Delivery] = []
+        stored_in: dict[str, str] = {}  # inbox id -> email id: one copy per inbox
+        for recipient, inbox_id in targets:
+            inbox = inboxes.get(inbox_id or "")
+            if inbox is None:
+                deliveries.append(Delivery(recipient=recipient, refusal=NO_SUCH_INBOX))
+                continue
+            if inbox.pk in stored_in:
+                deliveries.append(Delivery(recipient, stored_in[inbox.pk], inbox.pk))
+                continue
+            refusal = self._refusal(inbox, prepared, counts)
+            if refusal is not None:
+                self.changes.append(_rejected(inbox, prepared.sender, refusal))
+                deliveries.append(Delivery(recipient, inbox_id=inbox.pk, refusal=refusal))
+                continue
+            copy = self._copy(inbox, prepared, message, recipient, enabled[inbox.workspace_id])
+            counts[inbox.pk] += 1
+            stored_in[inbox.pk] = copy.email.pk
+            deliveries.append(Delivery(recipient, email_id=copy.email.pk, inbox_id=inbox.pk))
+        return deliveries
+
+    @staticmethod
+    def _refusal(inbox: Inbox, prepared: _Prepared, counts: dict[str, int]) -> Refusal | None:
+        if inbox.is_expired(prepared.received_at):
+            return INBOX_EXPIRED
         if not sender_allowed(
             prepared.sender, allow=inbox.allow_senders, block=inbox.block_senders
         ):
-            with transaction.atomic():
-                _emit_rejected(inbox, prepared.sender, SENDER_REFUSED)
-            deliveries.append(Delivery(recipient, inbox_id=inbox.pk, refusal=SENDER_REFUSED))
-            continue
-        outcome = _store(inbox, prepared, mail_from, recipient)
-        if isinstance(outcome, Refusal):
-            with transaction.atomic():
-                _emit_rejected(inbox, prepared.sender, outcome)
-            deliveries.append(Delivery(recipient, inbox_id=inbox.pk, refusal=outcome))
-            continue
-        stored_in[inbox.pk] = outcome.pk
-        deliveries.append(Delivery(recipient, email_id=outcome.pk, inbox_id=inbox.pk))
-    return deliveries
+            return SENDER_REFUSED
+        full = inbox.max_emails is not None and counts[inbox.pk] >= inbox.max_emails
+        if full and inbox.overflow == Overflow.REJECT:
+            return INBOX_FULL
+        return None  # drop_oldest makes room once the batch is written
+
+    def _copy(
+        self,
+        inbox: Inbox,
+        prepared: _Prepared,
+        message: Incoming,
+        recipient: str,
+        enabled: list[Label],
+    ) -> _Copy:
+        email = _email(inbox, prepared, message.mail_from, recipient)
+        classify = inbox.workspace.classifier_enabled and any(x.instructions for x in enabled)
+        # Announced in this very transaction unless the classifier is to answer first.
+        email.announced_at = None if classify else timezone.now()
+        labels = label_services.rule_labels(
+            email_id=email.pk, facts=_rule_facts(prepared), labels=enabled
+        )
+        copy = _Copy(inbox, email, prepared, labels, classify)
+        self.copies.append(copy)
+        if not classify:
+            self.changes.extend(_announcement(inbox, email, label_services.label_dicts(labels)))
+        return copy
+
+    def _write(self, inboxes: dict[str, Inbox]) -> None:
+        """The inserts of the batch, the room drop_oldest needs, the counters, the events."""
+        if self.copies:
+            emails = Email.objects.bulk_create(c.email for c in self.copies)
+            RawMessage.objects.bulk_create(
+                RawMessage(email=email, content=c.prepared.raw, sha256=c.prepared.sha256)
+                for c, email in zip(self.copies, emails, strict=True)
+            )
+            Attachment.objects.bulk_create(
+                _attachment(c.email, position, part)
+                for c in self.copies
+                for position, part in enumerate(c.prepared.parsed.attachments)
+            )
+            label_services.labels_store([row for c in self.copies for row in c.labels])
+        changed: dict[str, Inbox] = {}
+        for copy in self.copies:
+            inbox = copy.inbox
+            inbox.email_count += 1
+            inbox.unread_count += 1
+            inbox.last_email_at = max(
+                inbox.last_email_at or copy.email.received_at, copy.email.received_at
+            )
+            changed[inbox.pk] = inbox
+        for inbox in changed.values():
+            if inbox.max_emails is not None and inbox.email_count > inbox.max_emails:
+                self.changes.extend(_make_room(inbox))
+        inbox_services.inbox_counters_save(changed.values())
+        events.emit_many(self.changes)
+        classify = [c.email.pk for c in self.copies if c.classify]
+        if classify:
+            # The classifier answers in a worker, bounded by CLASSIFIER_TIMEOUT; the worker
+            # announces the email (email.received with every label). The row is the truth:
+            # announced_at stays null until then, and a sweeper covers a lost task.
+            transaction.on_commit(lambda: [_classify_later(pk) for pk in classify])
+
+
+def _catch_all_inbox(recipient: str) -> str | None:
+    """The inbox a catch-all domain makes for ``recipient`` (created now), if any."""
+    local, domain = split_address(recipient)
+    catch_all = inbox_selectors.catch_all_domain(domain) if local else None
+    if catch_all is None:
+        return None
+    try:
+        with transaction.atomic():
+            inbox = inbox_services.inbox_create(
+                workspace=catch_all.workspace,
+                source=Source.CATCH_ALL,
+                local_part=local.split("+", 1)[0],
+                domain=domain,
+            )
+    except Exception:  # raced with another receiver creating it, or an invalid local part
+        inbox = inbox_selectors.inbox_for_recipient(recipient)
+    return inbox.pk if inbox is not None else None
+
+
+def _email(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) -> Email:
+    parsed = prepared.parsed
+    return Email(
+        workspace_id=inbox.workspace_id,
+        inbox=inbox,
+        message_id=parsed.message_id[:998],
+        envelope_from=mail_from[:320],
+        envelope_to=recipient[:320],
+        from_address=(parsed.from_.address if parsed.from_ else "")[:320],
+        from_name=(parsed.from_.name if parsed.from_ else "")[:320],
+        to=_address_dicts(parsed.to),
+        cc=_address_dicts(parsed.cc),
+        reply_to=_address_dicts(parsed.reply_to),
+        subject=parsed.subject,
+        text=parsed.text,
+        html=parsed.html,
+        headers=[[name, value] for name, value in parsed.headers],
+        preview=prepared.preview,
+        search_text=prepared.search_text,
+        size=len(prepared.raw),
+        in_reply_to=parsed.in_reply_to[:998],
+        references=parsed.references,
+        extracted=prepared.extracted,
+        defects=parsed.defects,
+        has_attachments=bool(parsed.attachments),
+        received_at=prepared.received_at,
+    )
+
+
+def _attachment(email: Email, position: int, part: Any) -> Attachment:
+    return Attachment(
+        email=email,
+        position=position,
+        filename=part.filename[:255],
+        content_type=part.content_type[:255] or "application/octet-stream",
+        size=len(part.content),
+        content_id=part.content_id[:998],
+        inline=part.inline,
+        content=part.content,
+    )
+
+
+def _make_room(inbox: Inbox) -> list[events.Change]:
+    """drop_oldest: deletes the oldest emails beyond the cap (the inbox row is locked and its
+    counters are the batch's); returns their ``email.deleted`` events."""
+    excess = inbox.email_count - (inbox.max_emails or 0)
+    oldest = list(
+        Email.objects.filter(inbox=inbox).order_by("pk").values_list("pk", "read")[:excess]
+    )
+    Email.objects.filter(inbox=inbox, pk__in=[pk for pk, _ in oldest]).delete()
+    inbox.email_count -= len(oldest)
+    inbox.unread_count -= sum(1 for _, read in oldest if not read)
+    return [
+        events.Change(
+            workspace_id=inbox.workspace_id,
+            inbox_id=inbox.pk,
+            type=events.EMAIL_DELETED,
+            data={
+                "inbox": inbox_services.inbox_record(inbox),
+                "email": {"id": pk},
+                "reason": "overflow",
+            },
+        )
+        for pk, _ in oldest
+    ]
+
+
+def _rejected(inbox: Inbox, sender: str, refusal: Refusal) -> events.Change:
+    return events.Change(
+        workspace_id=inbox.workspace_id,
+        inbox_id=inbox.pk,
+        type=events.MAIL_REJECTED,
+        data={
+            "inbox": inbox_services.inbox_record(inbox),
+            "from": sender,
+            "reason": refusal.reason,
+            "code": refusal.code,
+        },
+    )
+
+
+def _announcement(inbox: Inbox, email: Email, labels: list[dict]) -> list[events.Change]:
+    """``email.received`` (and ``email.labeled`` when labels were applied) of a new email."""
+    received = events.Change(
+        workspace_id=inbox.workspace_id,
+        inbox_id=inbox.pk,
+        type=events.EMAIL_RECEIVED,
+        data=email_event_data(inbox, email, labels),
+        hints={"inbox": inbox},
+    )
+    if not labels:
+        return [received]
+    return [received, _labeled(inbox, email, labels)]
+
+
+def _labeled(inbox: Inbox, email: Email, labels: Sequence[dict]) -> events.Change:
+    return events.Change(
+        workspace_id=inbox.workspace_id,
+        inbox_id=inbox.pk,
+        type=events.EMAIL_LABELED,
+        data={
+            "inbox": inbox_services.inbox_record(inbox),
+            "email": email_event_data(inbox, email, list(labels))["email"],
+            "labels": list(labels),
+        },
+    )
 
 
 def receive_one(raw: bytes, *, to: str, mail_from: str = "") -> Delivery:

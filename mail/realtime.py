@@ -13,28 +13,34 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 from rest_framework import serializers
 
 from apikeys.authentication import principal_for_scope
 from apikeys.principal import Principal
 from apikeys.throttling import hit
-from config.api.asgi import Receive, Send, db_call, query_params, send_empty, send_error, send_json
+from apikeys.watch import key_watch
+from config.api.asgi import Receive, Send, db_call, query_pairs, send_empty, send_error, send_json
 from config.api.errors import ApiError, InsufficientScope, RateLimited, to_api_error
+from config.api.query import validate_query
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
 from mail.models import Email
 from mail.selectors import email_get
 from mail.serializers import EmailOut
 from webhooks import events
-from webhooks.hub import CLOSED, KEEPALIVE, TIMEOUT, cached, hub
+from webhooks.hub import CLOSED, KEEPALIVE, TIMEOUT, Listener, cached, hub
 from webhooks.models import Event
 
 KEEPALIVE_SECONDS = 15.0  # stream: a comment line this often
+REPLAY_BATCH = 1000  # stream: log rows read at a time when catching up
+FIND_BATCH = 500  # wait: emails read at a time when looking for a match
 STREAM_EVENTS = (
     events.EMAIL_RECEIVED,
     events.EMAIL_LABELED,
@@ -57,8 +63,25 @@ class WaitQuery(serializers.Serializer):
     def validate_subject(self, value: str) -> re.Pattern[str]:
         try:
             return re.compile(value, re.IGNORECASE)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:
+            # OverflowError: a repeat count above what the engine supports (a{99999999999}).
             raise serializers.ValidationError(f"Not a valid regular expression: {exc}.") from None
+
+
+STREAM_MAX_SECONDS = 86_400
+
+
+class StreamQuery(serializers.Serializer):
+    last_event_id = serializers.IntegerField(
+        required=False, min_value=0, help_text="Resume after this event id (as Last-Event-ID)."
+    )
+    access_token = serializers.CharField(required=False, max_length=200)
+    timeout = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=STREAM_MAX_SECONDS,
+        help_text="End the stream after this many seconds (0: send what was missed, then end).",
+    )
 
 
 def _authorize(scope: dict[str, Any], *, allow_query_token: bool) -> Principal:
@@ -72,9 +95,19 @@ def _authorize(scope: dict[str, Any], *, allow_query_token: bool) -> Principal:
 
 
 @db_call
-def _open(scope: dict[str, Any], inbox_ref: str, *, allow_query_token: bool) -> Inbox:
+def _open(
+    scope: dict[str, Any], inbox_ref: str, *, allow_query_token: bool
+) -> tuple[Principal, Inbox]:
     principal = _authorize(scope, allow_query_token=allow_query_token)
-    return inbox_selectors.inbox_get(principal.workspace, inbox_ref)
+    return principal, inbox_selectors.inbox_get(principal.workspace, inbox_ref)
+
+
+def _watch_key(principal: Principal, listener: Listener) -> Callable[[], None]:
+    """Tells ``listener`` (with the error) when the request's key stops working: revoked,
+    expired or deleted keys end waits and streams within ``apikeys.watch.CHECK_SECONDS``."""
+    if principal.key is None:
+        return lambda: None
+    return key_watch().watch(principal.workspace.pk, principal.key.pk, listener.signal)
 
 
 def _matches(sender_address: str, sender_name: str, subject: str, query: dict[str, Any]) -> bool:
@@ -87,18 +120,29 @@ def _matches(sender_address: str, sender_name: str, subject: str, query: dict[st
 
 @db_call
 def _find(inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str]) -> dict | None:
-    """The full record of the oldest matching email received at or after ``since``."""
-    candidates = (
-        Email.objects.filter(inbox=inbox, received_at__gte=since)
-        .exclude(pk__in=seen)
-        .order_by("received_at", "pk")
-        .values_list("pk", "from_address", "from_name", "subject")[:500]
-    )
-    for pk, address, name, subject in candidates:
-        if _matches(address, name, subject, query):
-            return EmailOut(email_get(inbox.workspace, pk)).data
-        seen.add(pk)
-    return None
+    """The full record of the oldest matching email received at or after ``since``, read in
+    batches to the end of the inbox (a long run of mail that does not match cannot hide it)."""
+    after: tuple[datetime, str] | None = None
+    while True:
+        candidates = Email.objects.filter(inbox=inbox, received_at__gte=since)
+        if after is not None:
+            candidates = candidates.filter(
+                Q(received_at__gt=after[0]) | Q(received_at=after[0], pk__gt=after[1])
+            )
+        rows = list(
+            candidates.order_by("received_at", "pk").values_list(
+                "pk", "from_address", "from_name", "subject", "received_at"
+            )[:FIND_BATCH]
+        )
+        for pk, address, name, subject, _ in rows:
+            if pk in seen:
+                continue
+            if _matches(address, name, subject, query):
+                return EmailOut(email_get(inbox.workspace, pk)).data
+            seen.add(pk)
+        if len(rows) < FIND_BATCH:
+            return None
+        after = (rows[-1][4], rows[-1][0])
 
 
 @db_call
@@ -124,19 +168,18 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     inbox_ref = scope["url_route"]["kwargs"]["inbox_id"]
     started = timezone.now()
     try:
-        form = WaitQuery(data=query_params(scope))
-        inbox = await _open(scope, inbox_ref, allow_query_token=False)
-        form.is_valid(raise_exception=True)
+        principal, inbox = await _open(scope, inbox_ref, allow_query_token=False)
+        query = validate_query(WaitQuery, query_pairs(scope))
     except Exception as exc:
         error = to_api_error(exc)
         if error is None:
             raise
         await send_error(send, error)
         return
-    query = dict(form.validated_data)
     since = query.get("since") or started
     listeners = hub()
     listener = await listeners.listen(events.inbox_group(inbox.pk))  # before the first read
+    unwatch = _watch_key(principal, listener)
     disconnect = asyncio.ensure_future(_wait_disconnect(receive))
     disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
     timer: asyncio.TimerHandle | None = None
@@ -147,6 +190,9 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         while found is None:
             message = await listener.get()
             if message is CLOSED:
+                return
+            if isinstance(message, ApiError):  # the key was revoked or expired meanwhile
+                await send_error(send, message)
                 return
             if message is TIMEOUT:
                 break
@@ -175,6 +221,7 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if timer is not None:
             timer.cancel()
         disconnect.cancel()
+        unwatch()
         listeners.leave(listener)
 
 
@@ -231,11 +278,12 @@ def _frame(event_id: int, event_type: str, payload: dict) -> bytes:
 
 
 @db_call
-def _events_after(inbox_id: str, after: int) -> list[tuple[int, bytes]]:
+def _events_after(inbox: Inbox, after: int) -> list[tuple[int, bytes]]:
+    inbox_id = inbox.pk
     rows = (
-        Event.objects.filter(inbox_id=inbox_id, id__gt=after)
+        Event.objects.filter(workspace_id=inbox.workspace_id, inbox_id=inbox_id, id__gt=after)
         .order_by("id")
-        .values_list("id", "type", "data", "created_at")[:1000]
+        .values_list("id", "type", "data", "created_at")[:REPLAY_BATCH]
     )
     frames: list[tuple[int, bytes]] = []
     for event_id, event_type, data, created_at in rows:
@@ -253,28 +301,29 @@ def _events_after(inbox_id: str, after: int) -> list[tuple[int, bytes]]:
 
 
 @db_call
-def _latest_event(inbox_id: str) -> int:
-    last = Event.objects.filter(inbox_id=inbox_id).order_by("-id").values_list("id", flat=True)
-    return last.first() or 0
+def _latest_event(inbox: Inbox) -> int:
+    last = Event.objects.filter(workspace_id=inbox.workspace_id, inbox_id=inbox.pk)
+    return last.order_by("-id").values_list("id", flat=True).first() or 0
 
 
-def _last_event_id(scope: dict[str, Any]) -> int | None:
+def _last_event_id(scope: dict[str, Any], query: dict[str, Any]) -> int | None:
+    """Where to resume: the ``Last-Event-ID`` header (what EventSource sends back; a value that
+    is not an event id of ours is ignored, as the SSE standard expects), else the validated
+    ``last_event_id`` parameter."""
     from config.api.asgi import header
 
-    raw = header(scope, "last-event-id") or query_params(scope).get("last_event_id")
-    if raw is None or raw == "":
-        return None
-    try:
-        return max(0, int(raw))
-    except ValueError:
-        return None
+    raw = (header(scope, "last-event-id") or "").strip()
+    if raw.isascii() and raw.isdigit():
+        return int(raw)
+    return query.get("last_event_id")
 
 
 async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     """GET /inboxes/{id}/stream: Server-Sent Events of one inbox, resumable by Last-Event-ID."""
     inbox_ref = scope["url_route"]["kwargs"]["inbox_id"]
     try:
-        inbox = await _open(scope, inbox_ref, allow_query_token=True)
+        principal, inbox = await _open(scope, inbox_ref, allow_query_token=True)
+        query = validate_query(StreamQuery, query_pairs(scope))
     except Exception as exc:
         error = to_api_error(exc)
         if error is None:
@@ -283,10 +332,12 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         return
     listeners = hub()
     listener = await listeners.listen(events.inbox_group(inbox.pk))  # before reading the log
+    unwatch = _watch_key(principal, listener)
     disconnect = asyncio.ensure_future(_wait_disconnect(receive))
     disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
     loop = asyncio.get_running_loop()
     timer: asyncio.TimerHandle | None = None
+    deadline: asyncio.TimerHandle | None = None
 
     def keep_alive() -> None:
         nonlocal timer
@@ -306,22 +357,36 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
                 ],
             }
         )
-        resume = _last_event_id(scope)
-        last = resume if resume is not None else await _latest_event(inbox.pk)
+        resume = _last_event_id(scope, query)
+        last = resume if resume is not None else await _latest_event(inbox)
         await send({"type": "http.response.body", "body": b": connected\n\n", "more_body": True})
 
         async def catch_up() -> None:
             nonlocal last
-            for event_id, frame in await _events_after(inbox.pk, last):
-                if frame:
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-                last = event_id
+            while True:  # to the end of the log: nothing else would come back for the rest
+                batch = await _events_after(inbox, last)
+                for event_id, frame in batch:
+                    if frame:
+                        body = {"type": "http.response.body", "body": frame, "more_body": True}
+                        await send(body)
+                    last = event_id
+                if len(batch) < REPLAY_BATCH:
+                    return
 
         await catch_up()
+        if query.get("timeout") is not None:
+            deadline = loop.call_later(query["timeout"], listener.signal, TIMEOUT)
         timer = loop.call_later(KEEPALIVE_SECONDS, keep_alive)
         while True:
             message = await listener.get()
             if message is CLOSED:
+                return
+            if isinstance(message, ApiError):  # the key was revoked or expired: the stream ends
+                note = f": {message.code}: {message.message}\n\n".encode()
+                await send({"type": "http.response.body", "body": note, "more_body": False})
+                return
+            if message is TIMEOUT:  # the client's own limit: end the response properly
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
             if message is KEEPALIVE:
                 await send(
@@ -342,9 +407,11 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
             if frame:
                 await send({"type": "http.response.body", "body": frame, "more_body": True})
     finally:
-        if timer is not None:
-            timer.cancel()
+        for handle in (timer, deadline):
+            if handle is not None:
+                handle.cancel()
         disconnect.cancel()
+        unwatch()
         listeners.leave(listener)
 
 

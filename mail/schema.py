@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-ERROR = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}}
+from config.api.schema import error_responses, link
+
 INBOX_ID = {
     "in": "path",
     "name": "inbox_id",
@@ -15,15 +16,36 @@ INBOX_ID = {
 }
 
 
-def _errors(*extra: str) -> dict[str, Any]:
-    out = {
-        "400": {"description": "validation_error (bad query parameter).", "content": ERROR},
-        "401": {"description": "unauthorized.", "content": ERROR},
-        "403": {"description": "insufficient_scope.", "content": ERROR},
-        "404": {"description": "not_found: no such inbox in your workspace.", "content": ERROR},
-        "429": {"description": "rate_limited.", "content": ERROR},
-    }
-    return {k: v for k, v in out.items() if k not in extra}
+STREAM_EVENT = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {
+            "type": "string",
+            "pattern": "^[0-9]+$",
+            "description": "The event id; send it back as Last-Event-ID to resume.",
+        },
+        "event": {
+            "enum": [
+                "email.received",
+                "email.labeled",
+                "email.updated",
+                "email.deleted",
+                "mail.rejected",
+            ]
+        },
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "description": "A JSON object with camelCase keys: type, inboxId, at (Unix ms), and "
+            "per event emailId, from, subject, code, labels, read, starred, reason.",
+        },
+    },
+}
+
+
+def _errors() -> dict[str, Any]:
+    return error_responses(body=False, path_ids=True)
 
 
 def _security() -> list[dict[str, list[str]]]:
@@ -78,6 +100,12 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                     "content": {
                         "application/json": {"schema": {"$ref": "#/components/schemas/EmailOut"}}
                     },
+                    "links": {
+                        "GetEmail": link("getEmail", "The email.", email_id="$response.body#/id"),
+                        "UpdateEmail": link(
+                            "updateEmail", "Mark or label it.", email_id="$response.body#/id"
+                        ),
+                    },
                 },
                 "204": {"description": "Nothing matched before the timeout."},
                 **_errors(),
@@ -109,24 +137,34 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                 {
                     "in": "query",
                     "name": "last_event_id",
-                    "schema": {"type": "integer"},
+                    "schema": {"type": "integer", "minimum": 0},
                     "required": False,
                 },
                 {
                     "in": "query",
                     "name": "access_token",
-                    "schema": {"type": "string"},
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
                     "required": False,
+                },
+                {
+                    "in": "query",
+                    "name": "timeout",
+                    "schema": {"type": "integer", "minimum": 0, "maximum": 86400},
+                    "required": False,
+                    "description": "End the stream after this many seconds; 0 sends the events "
+                    "missed since Last-Event-ID (or last_event_id) and ends. Omitted: the stream "
+                    "stays open until the client leaves.",
                 },
             ],
             "security": _security(),
             "x-required-scope": "read",
             "responses": {
                 "200": {
-                    "description": "An endless text/event-stream.",
-                    "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    "description": "An endless text/event-stream (comment lines keep it alive). "
+                    "The schema describes one event, as OpenAPI 3.1 tools read an event stream.",
+                    "content": {"text/event-stream": {"schema": STREAM_EVENT}},
                 },
-                **_errors("400"),
+                **_errors(),
             },
         }
     }

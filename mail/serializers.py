@@ -7,6 +7,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.api.inputs import JsonIn
 from config.api.query import PageQuery
 
 
@@ -18,7 +19,9 @@ class EmailListQuery(PageQuery):
         required=False, max_length=200, help_text="Case-insensitive: sender, subject or preview."
     )
     label = serializers.CharField(required=False, max_length=63, help_text="A label key.")
-    unread = serializers.BooleanField(required=False, allow_null=True, default=None)
+    unread = serializers.BooleanField(
+        required=False, help_text="true: only unread mail; false: only read mail; omitted: both."
+    )
     since = serializers.DateTimeField(required=False, help_text="Only mail received after it.")
 
 
@@ -32,7 +35,7 @@ class EmailReadQuery(serializers.Serializer):
     mark_read = serializers.BooleanField(required=False, default=False)
 
 
-class EmailUpdateIn(serializers.Serializer):
+class EmailUpdateIn(JsonIn):
     read = serializers.BooleanField(required=False)
     starred = serializers.BooleanField(required=False)
     labels = serializers.ListField(

@@ -17,9 +17,11 @@ from webhooks import events
 
 def _set_read(email: Email, read: bool) -> bool:
     """Flips the read flag if needed, keeping the inbox's unread count exact under races."""
-    changed = Email.objects.filter(pk=email.pk, read=not read).update(read=read)
+    changed = Email.objects.filter(
+        workspace_id=email.workspace_id, pk=email.pk, read=not read
+    ).update(read=read)
     if changed:
-        Inbox.objects.filter(pk=email.inbox_id).update(
+        Inbox.objects.filter(workspace_id=email.workspace_id, pk=email.inbox_id).update(
             unread_count=F("unread_count") + (-1 if read else 1)
         )
     email.read = read
@@ -36,7 +38,7 @@ def _emit_updated(email: Email) -> None:
                 "id": email.pk,
                 "read": email.read,
                 "starred": email.starred,
-                "labels": label_selectors.labels_of_email(email.pk),
+                "labels": label_selectors.labels_of_email(email),
             }
         },
     )
@@ -65,19 +67,21 @@ def email_update(
         changed = False
         if labels is not None:
             found = label_selectors.labels_by_keys(email.workspace, labels)
-            label_services.manual_labels_set(email_id=email.pk, labels=found, facts=_facts(email))
+            label_services.manual_labels_set(email=email, labels=found, facts=_facts(email))
             changed = True
         if remove_labels:
             found = label_selectors.labels_by_keys(
                 email.workspace, remove_labels, path="remove_labels"
             )
             changed |= bool(
-                label_services.labels_remove(email_id=email.pk, labels=found, facts=_facts(email))
+                label_services.labels_remove(email=email, labels=found, facts=_facts(email))
             )
         if read is not None:
             changed |= _set_read(email, read)
         if starred is not None and starred != email.starred:
-            Email.objects.filter(pk=email.pk).update(starred=starred)
+            Email.objects.filter(workspace_id=email.workspace_id, pk=email.pk).update(
+                starred=starred
+            )
             email.starred = starred
             changed = True
         if changed:
@@ -96,11 +100,12 @@ def email_mark_read(*, email: Email) -> Email:
 def email_delete(*, email: Email) -> None:
     """Removes the email with its raw bytes and attachments; emits ``email.deleted``."""
     with transaction.atomic():
-        deleted = Email.objects.filter(pk=email.pk).values_list("read", flat=True).first()
+        rows = Email.objects.filter(workspace_id=email.workspace_id, pk=email.pk)
+        deleted = rows.values_list("read", flat=True).first()
         if deleted is None:
             return
-        Email.objects.filter(pk=email.pk).delete()
-        Inbox.objects.filter(pk=email.inbox_id).update(
+        rows.delete()
+        Inbox.objects.filter(workspace_id=email.workspace_id, pk=email.inbox_id).update(
             email_count=F("email_count") - 1,
             unread_count=F("unread_count") - (0 if deleted else 1),
         )

@@ -164,8 +164,10 @@ def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
             if uri is not None:
                 inline[attachment.content_id] = uri
     safe = display.sanitize_html(email.html, remote_images=show_images, inline_images=inline)
+    # The charset is declared here, not left to the document's <meta> (or to sniffing).
     response = HttpResponse(
-        display.email_document(safe.html, title=email.subject), content_type="text/html"
+        display.email_document(safe.html, title=email.subject),
+        content_type="text/html; charset=utf-8",
     )
     images = "img-src data: https: http:" if show_images else "img-src data:"
     # Our own policy (config.csp keeps a policy a response already has): nothing but images,

@@ -15,11 +15,12 @@ from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
 from config.api.pagination import page_response
 from config.api.query import parse_query
-from config.api.schema import page_of
+from config.api.schema import link, page_of
 from inboxes import selectors as inbox_selectors
 from mail.exceptions import EmailNotFound
 from mail.selectors import email_get
 from outbox import selectors, services
+from outbox.exceptions import InvalidState
 from outbox.serializers import DecisionIn, OutboxListQuery, OutboxOut, SendIn, WaitQuery
 
 IDEMPOTENCY = OpenApiParameter(
@@ -41,6 +42,19 @@ def _render(item: object, status: int = 200) -> Response:
 
 class SendApi(APIView):
     scopes = {"POST": "send"}
+    errors = {"POST": [InvalidState]}  # the inbox has expired
+    links = {
+        "POST": {
+            "GetOutboxItem": link(
+                "getOutboxItem", "The item and its status.", item_id="$response.body#/id"
+            ),
+            "DecideOutboxItem": link(
+                "decideOutboxItem",
+                "Approve or reject it (a dashboard session).",
+                item_id="$response.body#/id",
+            ),
+        }
+    }
     tags = ["Outbox"]
 
     @extend_schema(
@@ -121,16 +135,9 @@ class OutboxItemApi(APIView):
 
 class DecisionApi(APIView):
     scopes = {"POST": "admin"}
+    errors = {"POST": [InvalidState]}
     tags = ["Outbox"]
 
-    @extend_schema(
-        operation_id="decideOutboxItem",
-        request=DecisionIn,
-        responses=OutboxOut,
-        description="Approve (optionally editing subject and text first) or reject a pending "
-        "item. Only an owner or admin in a dashboard session (same origin, CSRF token): API "
-        "keys get 403 forbidden whatever their scopes. 409 invalid_state when not pending.",
-    )
     def check_permissions(self, request: Request) -> None:
         # Credential type and role come before scopes: a key or a member is refused as such.
         principal = request.auth
@@ -141,6 +148,14 @@ class DecisionApi(APIView):
                 raise Forbidden("Only an owner or an admin may decide.")
         super().check_permissions(request)
 
+    @extend_schema(
+        operation_id="decideOutboxItem",
+        request=DecisionIn,
+        responses=OutboxOut,
+        description="Approve (optionally editing subject and text first) or reject a pending "
+        "item. Only an owner or admin in a dashboard session (same origin, CSRF token): API "
+        "keys get 403 forbidden whatever their scopes. 409 invalid_state when not pending.",
+    )
     def post(self, request: Request, item_id: str) -> Response:
         principal: Principal = request.auth
         item = selectors.outbox_get(principal.workspace, item_id)

@@ -1,14 +1,26 @@
 """Handing a sent item to its recipients: hosted addresses through the receive pipeline, the
 rest through Django's email backend (``EMAIL_URL``'s SMTP relay, or Amazon SES via django-ses).
-Failures are sorted into permanent (a 5xx, a rejected message) and transient (everything else)."""
+Failures are sorted into permanent (a 5xx, a rejected message) and transient (everything else).
+
+The caller learns when the message itself starts to go out (``on_handover``: for SMTP just
+before ``DATA``) and when the relay accepted it (``on_accepted``: right after the ``250``, before
+``QUIT``), so that a worker killed mid-conversation leaves a record that says whether the relay
+may have the message.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import smtplib
+import socket
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.mail import EmailMessage, get_connection
+from django.core.mail.backends.smtp import EmailBackend as SmtpBackend
 
 from inboxes import selectors as inbox_selectors
 from inboxes.addresses import split_address
@@ -86,12 +98,93 @@ def _classify(exc: Exception) -> Failure:
     return Failure(f"{type(exc).__name__}: {exc}"[:1000], False)
 
 
-def deliver_external(raw: bytes, *, mail_from: str, recipients: list[str]) -> None:
-    """Through the configured backend; raises :class:`Failure`."""
+SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+
+
+class HandoverSmtpBackend(SmtpBackend):
+    """Django's SMTP backend, calling ``on_handover`` just before each ``DATA`` command (after
+    the relay accepted sender and recipients, before any byte of the message goes out)."""
+
+    on_handover: Callable[[], None] = staticmethod(lambda: None)
+
+    def open(self) -> bool | None:
+        created = super().open()
+        if created and self.connection is not None:
+            data = self.connection.data
+
+            def announced_data(msg: bytes) -> tuple[int, bytes]:
+                self.on_handover()
+                return data(msg)
+
+            self.connection.data = announced_data
+        return created
+
+
+def _nothing() -> None:
+    return None
+
+
+def _watchdog(connection: Any) -> threading.Timer:
+    """Ends an SMTP conversation that would outlive the attempt's lease.
+
+    ``EMAIL_TIMEOUT`` bounds each socket operation, not the conversation: a relay that answers
+    slowly could keep an attempt busy past ``OUTBOX_LEASE_SECONDS``, when another worker may take
+    the item and send it at the same time. Ten seconds before the lease ends the socket is shut
+    down; the blocked call fails and the attempt is recorded as a transient failure.
+    """
+
+    def abort() -> None:
+        sock = getattr(getattr(connection, "connection", None), "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    timer = threading.Timer(max(1.0, settings.OUTBOX_LEASE_SECONDS - 10.0), abort)
+    timer.daemon = True
+    return timer
+
+
+def deliver_external(
+    raw: bytes,
+    *,
+    mail_from: str,
+    recipients: list[str],
+    on_handover: Callable[[], None] = _nothing,
+    on_accepted: Callable[[], None] = _nothing,
+) -> None:
+    """Through the configured backend; raises :class:`Failure`.
+
+    ``on_handover`` runs just before the message goes out (SMTP: before ``DATA``; other backends:
+    before the call); an exception from it aborts the attempt unsent. ``on_accepted`` runs as
+    soon as the backend accepted the message, before the connection is closed; its exceptions
+    propagate unchanged (the message is out: the caller must not record a failure).
+    """
+    smtp = settings.EMAIL_BACKEND == SMTP_BACKEND
+    watchdog: threading.Timer | None = None
     try:
-        connection = get_connection(fail_silently=False)
-        sent = connection.send_messages([RawEmail(raw, mail_from, recipients)])
+        connection = get_connection(
+            backend=f"{__name__}.HandoverSmtpBackend" if smtp else None, fail_silently=False
+        )
+        if smtp:
+            connection.on_handover = on_handover
+        watchdog = _watchdog(connection)
+        watchdog.start()
+        connection.open()  # opened here, so send_messages leaves it open until we recorded
     except Exception as exc:
+        if watchdog is not None:
+            watchdog.cancel()
         raise _classify(exc) from exc
-    if not sent:
-        raise Failure("the email backend sent nothing", permanent=False)
+    try:
+        try:
+            if not smtp:
+                on_handover()
+            sent = connection.send_messages([RawEmail(raw, mail_from, recipients)])
+        except Exception as exc:
+            raise _classify(exc) from exc
+        if not sent:
+            raise Failure("the email backend sent nothing", permanent=False)
+        on_accepted()
+    finally:
+        watchdog.cancel()
+        with contextlib.suppress(Exception):
+            connection.close()

@@ -31,6 +31,8 @@ def build(
 ) -> bytes:
     """``multipart/alternative`` when there is HTML, else text/plain."""
     msg = EmailMessage(policy=SMTP)
+    # A display name is one line: names stored before input was checked may hold line breaks.
+    from_name = " ".join(from_name.split())
     msg["From"] = formataddr((from_name, from_address)) if from_name else from_address
     msg["To"] = ", ".join(to)
     if cc:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from config.api.ids import new_id
+from config.tenancy import Tenancy, TenantManager
 
 
 def _out_id() -> str:
@@ -71,10 +72,18 @@ class OutboxItem(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     leased_until = models.DateTimeField(null=True, blank=True)
     internal_delivered = models.BooleanField(default=False)
+    # Set just before the message itself goes to the relay (SMTP: before DATA), cleared with the
+    # attempt's outcome: an attempt that finds it set follows one that stopped while the relay
+    # may have been accepting the message.
+    handover_at = models.DateTimeField(null=True, blank=True)
+    interrupted_handovers = models.PositiveIntegerField(default=0)
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
     request_hash = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace", parents=("inbox",))
 
     class Meta:
         indexes = [

@@ -2,7 +2,8 @@
 of ``POST /inboxes/{id}/send`` and ``GET /outbox/{id}``. The view answers first (auth, checks,
 the item); if the item is pending and ``wait`` asks for it, the wrapper listens on the item's
 group through the process's wake-up hub (and re-reads the row every 2 s) until its status changes
-or time is up."""
+or time is up. A wait made with an API key ends with 401 once the key is revoked or expires
+(``apikeys.watch``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import asyncio
 import json
 from typing import Any
 
-from config.api.asgi import Receive, Send, db_call, query_params, send_json
+from apikeys.selectors import api_key_for_plain
+from apikeys.watch import key_watch
+from config.api.asgi import Receive, Send, db_call, header, query_params, send_error, send_json
+from config.api.errors import ApiError
 from outbox.models import OutboxItem, Status
 from outbox.serializers import OutboxOut
 from outbox.services import outbound_record
@@ -22,13 +26,36 @@ POLL_SECONDS = 2.0
 
 @db_call
 def _current(item_id: str) -> dict | None:
-    item = OutboxItem.objects.select_related("decided_by").filter(pk=item_id).defer("raw").first()
+    # The id is the one the Django view just answered with, after its own tenant lookup.
+    item = (
+        OutboxItem.objects.unscoped()
+        .select_related("decided_by")
+        .filter(pk=item_id)
+        .defer("raw")
+        .first()
+    )
     return OutboxOut(outbound_record(item)).data if item is not None else None
 
 
-async def _wait_for_change(item_id: str, timeout: float, receive: Receive) -> dict | None:
+@db_call
+def _key_of(scope: dict[str, Any]) -> tuple[str, str] | None:
+    """(workspace id, key id) of the bearer key that made the request (None for a session);
+    an ``unauthorized`` error if it stopped working since the view authorized it."""
+    authorization = header(scope, "authorization")
+    if authorization is None:
+        return None
+    key = api_key_for_plain(authorization.strip().partition(" ")[2].strip())
+    return key.workspace_id, key.pk
+
+
+async def _wait_for_change(
+    item_id: str, timeout: float, receive: Receive, key: tuple[str, str] | None
+) -> dict | ApiError | None:
+    """The item once its status changes or time is up; None if the client left; the error if
+    the request's key was revoked or expired meanwhile."""
     listeners = hub()
     listener = await listeners.listen(outbox_group(item_id))  # before the first read
+    unwatch = key_watch().watch(*key, listener.signal) if key is not None else (lambda: None)
     disconnect = asyncio.ensure_future(_until_disconnect(receive))
     disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
     loop = asyncio.get_running_loop()
@@ -43,13 +70,17 @@ async def _wait_for_change(item_id: str, timeout: float, receive: Receive) -> di
             if remaining <= 0:
                 return current
             timer = loop.call_later(min(remaining, POLL_SECONDS), listener.signal, TIMEOUT)
-            if await listener.get() is CLOSED:
+            message = await listener.get()
+            if message is CLOSED:
                 return None
+            if isinstance(message, ApiError):
+                return message
             timer.cancel()
     finally:
         if timer is not None:
             timer.cancel()
         disconnect.cancel()
+        unwatch()
         listeners.leave(listener)
 
 
@@ -95,9 +126,17 @@ def wait_for_decision(django_app: Any) -> Any:
             await send(started)
             await send({"type": "http.response.body", "body": body})
             return
-        final = await _wait_for_change(item["id"], float(raw_wait), receive)
+        try:
+            final = await _wait_for_change(
+                item["id"], float(raw_wait), receive, await _key_of(scope)
+            )
+        except ApiError as exc:  # the key stopped working between the view and now
+            final = exc
         if final is None:
             return  # the client went away
+        if isinstance(final, ApiError):
+            await send_error(send, final)
+            return
         await send_json(send, 202 if final["status"] == Status.PENDING else 200, final)
 
     return app

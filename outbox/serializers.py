@@ -4,19 +4,20 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from config.api.inputs import JsonIn, single_line
 from config.api.query import PageQuery
 from mail.serializers import AddressOut
 from outbox.models import Status
 
 
-class SendIn(serializers.Serializer):
+class SendIn(JsonIn):
     to = serializers.ListField(
         child=serializers.EmailField(max_length=320), min_length=1, max_length=50
     )
     cc = serializers.ListField(
         child=serializers.EmailField(max_length=320), max_length=50, default=list
     )
-    subject = serializers.CharField(max_length=998, allow_blank=True)
+    subject = serializers.CharField(max_length=998, allow_blank=True, validators=[single_line])
     text = serializers.CharField(max_length=1_000_000, allow_blank=True, trim_whitespace=False)
     html = serializers.CharField(
         max_length=2_000_000, allow_blank=True, default="", trim_whitespace=False
@@ -47,10 +48,12 @@ class OutboxListQuery(PageQuery):
     status = serializers.ChoiceField(choices=Status.choices, required=False)
 
 
-class DecisionIn(serializers.Serializer):
+class DecisionIn(JsonIn):
     decision = serializers.ChoiceField(choices=["approve", "reject"])
     note = serializers.CharField(max_length=2000, allow_blank=True, default="")
-    subject = serializers.CharField(max_length=998, allow_blank=True, required=False)
+    subject = serializers.CharField(
+        max_length=998, allow_blank=True, required=False, validators=[single_line]
+    )
     text = serializers.CharField(
         max_length=1_000_000, allow_blank=True, required=False, trim_whitespace=False
     )

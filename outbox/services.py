@@ -34,8 +34,12 @@ OUTBOUND_REJECTED = "outbound.rejected"
 OUTBOUND_FAILED = "outbound.failed"
 OUTBOUND_EXPIRED = "outbound.expired"  # not a webhook type; it wakes waiters
 RETRY_SCHEDULE = (30, 120, 600, 1800, 7200)  # transient relay failures
-LEASE = timedelta(seconds=120)
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
+SWEEP_GRACE = timedelta(seconds=10)  # a queued task's time to reach a worker before another
+INTERRUPTED_HANDOVER = (
+    "an earlier attempt stopped while the relay may have been accepting the message; "
+    "it was sent again and may arrive twice"
+)
 
 
 def _iso(moment: Any) -> str | None:
@@ -197,7 +201,11 @@ def decide(
         raise Forbidden("Only an owner or an admin may decide.")
     now = timezone.now()
     with transaction.atomic():
-        locked = OutboxItem.objects.select_for_update().select_related("inbox").get(pk=item.pk)
+        locked = (
+            OutboxItem.objects.select_for_update()
+            .select_related("inbox")
+            .get(workspace_id=item.workspace_id, pk=item.pk)
+        )
         if locked.status != Status.PENDING:
             raise InvalidState(f"The item is {locked.status}, not pending.")
         locked.decided_by, locked.decided_at, locked.decision_note = user, now, note
@@ -208,7 +216,9 @@ def decide(
                 locked.text = text
             reply = []
             if locked.in_reply_to:
-                original = Email.objects.filter(pk=locked.in_reply_to).first()
+                original = Email.objects.filter(
+                    workspace_id=locked.workspace_id, pk=locked.in_reply_to
+                ).first()
                 if original is not None:
                     reply = [*original.references, original.message_id]
             locked.raw = _build(locked, [r for r in reply if r][-20:])
@@ -234,82 +244,119 @@ def queue(item_id: str, countdown: float | None = None) -> None:
 
 def _claim(item_id: str) -> bool:
     now = timezone.now()
+    # Workers take item ids from their own queue: cross-tenant by design, here and below.
     return (
-        OutboxItem.objects.filter(
+        OutboxItem.objects.unscoped()
+        .filter(
             Q(leased_until__isnull=True) | Q(leased_until__lt=now),
             pk=item_id,
             delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
             next_attempt_at__lte=now,
-        ).update(leased_until=now + LEASE)
+        )
+        .update(leased_until=now + timedelta(seconds=settings.OUTBOX_LEASE_SECONDS))
         == 1
     )
 
 
 def attempt_delivery(item_id: str) -> bool:
-    """One delivery attempt of a sent item, if this worker wins the lease."""
+    """One delivery attempt of a sent item, if this worker wins the lease.
+
+    The outcome is recorded the moment the relay accepts the message (before ``QUIT``), and the
+    hand-over is marked just before the message goes out, so a worker killed in between leaves
+    a mark: the next attempt sends again (SMTP prefers a duplicate to a loss) and says so.
+    """
     if not _claim(item_id):
         return False
-    item = OutboxItem.objects.select_related("inbox").get(pk=item_id)
+    item = OutboxItem.objects.unscoped().select_related("inbox").get(pk=item_id)
+    notes: list[str] = []
+    if item.handover_at is not None:  # the last attempt stopped while the relay had the message
+        item.interrupted_handovers += 1
+        item.handover_at = None
+        item.save(update_fields=["interrupted_handovers", "handover_at"])
+    if item.interrupted_handovers:
+        notes.append(INTERRUPTED_HANDOVER)
     raw = bytes(item.raw)
     recipients = list(dict.fromkeys([*item.to, *item.cc]))
     internal, external = transport.split_recipients(recipients)
-    notes: list[str] = []
     if internal and not item.internal_delivered:
-        notes += transport.deliver_internal(raw, mail_from=item.from_address, recipients=internal)
-        OutboxItem.objects.filter(pk=item.pk).update(internal_delivered=True)
-    failure: transport.Failure | None = None
-    if external:
-        try:
-            transport.deliver_external(raw, mail_from=item.from_address, recipients=external)
-        except transport.Failure as exc:
-            failure = exc
-    with transaction.atomic():
-        item.attempts += 1
-        item.leased_until = None
-        if failure is None:
-            item.delivery, item.next_attempt_at = Delivery.DONE, None
-            item.error = "; ".join(notes)
-        elif not failure.permanent and item.attempts <= len(RETRY_SCHEDULE):
-            delay = RETRY_SCHEDULE[item.attempts - 1] * random.uniform(0.9, 1.1)
-            item.delivery = Delivery.RETRYING
-            item.next_attempt_at = timezone.now() + timedelta(seconds=delay)
-            item.error = failure.message
-        else:
-            item.delivery, item.next_attempt_at = Delivery.FAILED, None
-            item.status, item.error = Status.FAILED, failure.message
-        item.save(
-            update_fields=[
-                "attempts",
-                "leased_until",
-                "delivery",
-                "next_attempt_at",
-                "error",
-                "status",
-            ]
+        with transaction.atomic():  # the copies and the mark commit together: never twice
+            notes += transport.deliver_internal(
+                raw, mail_from=item.from_address, recipients=internal
+            )
+            OutboxItem.objects.filter(workspace_id=item.workspace_id, pk=item.pk).update(
+                internal_delivered=True
+            )
+    if not external:
+        _record_attempt(item, None, notes)
+        return True
+
+    def handing_over() -> None:
+        OutboxItem.objects.filter(workspace_id=item.workspace_id, pk=item.pk).update(
+            handover_at=timezone.now()
         )
-        if item.status == Status.FAILED:
+
+    try:
+        transport.deliver_external(
+            raw,
+            mail_from=item.from_address,
+            recipients=external,
+            on_handover=handing_over,
+            on_accepted=lambda: _record_attempt(item, None, notes),
+        )
+    except transport.Failure as failure:
+        _record_attempt(item, failure, notes)
+    return True
+
+
+def _record_attempt(item: OutboxItem, failure: transport.Failure | None, notes: list[str]) -> None:
+    """The outcome of an attempt; a success is one UPDATE, sent the moment the relay said 250."""
+    item.attempts += 1
+    item.leased_until = item.handover_at = None
+    if failure is None:
+        item.delivery, item.next_attempt_at = Delivery.DONE, None
+        item.error = "; ".join(notes)
+    elif not failure.permanent and item.attempts <= len(RETRY_SCHEDULE):
+        delay = RETRY_SCHEDULE[item.attempts - 1] * random.uniform(0.9, 1.1)
+        item.delivery = Delivery.RETRYING
+        item.next_attempt_at = timezone.now() + timedelta(seconds=delay)
+        item.error = "; ".join([*notes, failure.message])
+    else:
+        item.delivery, item.next_attempt_at = Delivery.FAILED, None
+        item.status, item.error = Status.FAILED, "; ".join([*notes, failure.message])
+    fields = ["attempts", "leased_until", "handover_at", "delivery", "next_attempt_at", "error"]
+    if item.status == Status.FAILED:
+        with transaction.atomic():
+            item.save(update_fields=[*fields, "status"])
             _emit(item, OUTBOUND_FAILED)
+    else:
+        item.save(update_fields=fields)
     if item.delivery == Delivery.RETRYING:
         from config.celery import app
 
         if not app.conf.task_always_eager:
             queue(item.pk, countdown=(item.next_attempt_at - timezone.now()).total_seconds())
-    return True
 
 
 def sweep() -> int:
-    """Delivery attempts that are due and unclaimed (lost tasks, and retries in embedded mode)."""
+    """Hands due, unclaimed delivery attempts to workers: tasks the broker lost with a killed
+    worker and, in embedded mode, retries. With a broker, an item is queued again only once its
+    task had ``SWEEP_GRACE`` to arrive, and at most once per grace: a backlog waiting in the
+    broker is not multiplied on every run."""
+    from config.celery import app
+
     now = timezone.now()
-    due = list(
-        OutboxItem.objects.filter(
-            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-            delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
-            next_attempt_at__lte=now,
-        ).values_list("pk", flat=True)[:200]
+    eager = app.conf.task_always_eager
+    due = OutboxItem.objects.unscoped().filter(  # the sweeper looks at every workspace
+        Q(leased_until__isnull=True) | Q(leased_until__lt=now),
+        delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
+        next_attempt_at__lte=now if eager else now - SWEEP_GRACE,
     )
-    for item_id in due:
+    ids = list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:200])
+    if ids and not eager:
+        due.filter(pk__in=ids).update(next_attempt_at=now)  # the grace starts again
+    for item_id in ids:
         queue(item_id)
-    return len(due)
+    return len(ids)
 
 
 def expire_pending(*, now: Any = None) -> int:
@@ -317,14 +364,12 @@ def expire_pending(*, now: Any = None) -> int:
     now = now or timezone.now()
     cutoff = now - timedelta(hours=settings.OUTBOX_APPROVAL_HOURS)
     count = 0
-    for item_id in OutboxItem.objects.filter(
-        status=Status.PENDING, created_at__lt=cutoff
-    ).values_list("pk", flat=True)[:500]:
+    due = OutboxItem.objects.unscoped().filter(status=Status.PENDING, created_at__lt=cutoff)
+    for item_id, workspace_id in due.values_list("pk", "workspace_id")[:500]:
         with transaction.atomic():
-            if OutboxItem.objects.filter(pk=item_id, status=Status.PENDING).update(
-                status=Status.EXPIRED
-            ):
-                item = OutboxItem.objects.select_related("inbox").get(pk=item_id)
+            rows = OutboxItem.objects.filter(workspace_id=workspace_id, pk=item_id)
+            if rows.filter(status=Status.PENDING).update(status=Status.EXPIRED):
+                item = rows.select_related("inbox").get()
                 _emit(item, OUTBOUND_EXPIRED)
                 count += 1
     return count
@@ -361,11 +406,19 @@ def forward_received(event: Any) -> None:
         return
     inbox = getattr(event, "hints", {}).get("inbox")
     if inbox is None:
-        inbox = Inbox.objects.filter(pk=event.inbox_id).first()
+        inbox = Inbox.objects.filter(workspace_id=event.workspace_id, pk=event.inbox_id).first()
     if inbox is None or not inbox.forward_to:
         return
     email_id = event.data["email"]["id"]
-    email = Email.objects.filter(pk=email_id).only("headers", "subject").first()
-    raw = RawMessage.objects.filter(email_id=email_id).values_list("content", flat=True).first()
+    email = (
+        Email.objects.filter(workspace_id=event.workspace_id, pk=email_id)
+        .only("headers", "subject")
+        .first()
+    )
+    raw = (
+        RawMessage.objects.filter(email__workspace_id=event.workspace_id, email_id=email_id)
+        .values_list("content", flat=True)
+        .first()
+    )
     if email is not None and raw is not None:
         forward(inbox=inbox, raw=bytes(raw), headers=email.headers, subject=email.subject)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 
 import pytest
+from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
 from apikeys import services as key_services
@@ -12,6 +14,12 @@ from apikeys.models import Workspace
 from tests.factories import WorkspaceFactory
 
 ALL = ("read", "write", "send", "admin")
+
+# The tenant guard (config.tenancy) is on for the whole suite and for every process it starts
+# (tests.live.child_env copies the environment): application code that queries a
+# workspace-owned model without a workspace filter raises instead of answering.
+os.environ["TENANT_GUARD"] = "true"
+django_settings.TENANT_GUARD = True
 
 
 class Api(APIClient):
@@ -145,3 +153,34 @@ def _tasks_run_in_process() -> None:
     from config.celery import app
 
     app.conf.task_always_eager = True
+
+
+# --- figures and live processes of the security matrices (tests/security) --------------------
+
+_FIGURES: list[str] = []
+
+
+@pytest.fixture
+def figure() -> Callable[[str], None]:
+    """Records one line of figures (a matrix's size and mismatches) for the end of the run."""
+    return _FIGURES.append
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if _FIGURES:
+        terminalreporter.section("figures")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="session")
+def live_stack(django_db_setup: None, django_db_blocker) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """smtpd, daphne and a Celery worker against the test database, shared by the security
+    matrices (tests/security/tenancy_live.py); tests using it need ``transactional_db``."""
+    from django.db import connection
+
+    from tests.security.tenancy_live import LiveStack
+
+    stack = LiveStack(connection.settings_dict["NAME"]).start()
+    yield stack
+    stack.stop()

@@ -134,7 +134,7 @@ class Stack:
             [
                 sys.executable,
                 "-m",
-                "daphne",
+                "config.web",
                 "-b",
                 "127.0.0.1",
                 "-p",

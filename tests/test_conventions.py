@@ -139,3 +139,10 @@ def test_ids_are_prefixed_and_time_ordered() -> None:
     assert first.startswith("inb_") and looks_like("inb", first) and not looks_like("eml", first)
     assert first < second
     assert len({new_id("eml") for _ in range(1000)}) == 1000
+
+
+def test_ids_made_in_one_process_strictly_increase() -> None:
+    """The mail of one batch is stored within a millisecond: its ids must still sort in order."""
+    ids = [new_id("eml") for _ in range(5000)]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    assert len({i[4:14] for i in ids}) < len(ids)  # many share a millisecond, and still sort

@@ -12,8 +12,9 @@ from rest_framework.views import APIView
 from apikeys.models import Workspace
 from config.api.pagination import page_response
 from config.api.query import parse_query
-from config.api.schema import DeletedOut, page_of
+from config.api.schema import DeletedOut, link, page_of
 from webhooks import selectors, services
+from webhooks.exceptions import UnknownLabelKey
 from webhooks.serializers import (
     DeliveryOut,
     EndpointCreatedOut,
@@ -22,6 +23,8 @@ from webhooks.serializers import (
     EndpointUpdateIn,
     PageQueryOfDeliveries,
 )
+
+_NEW = "$response.body#/id"
 
 
 def _filters(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
@@ -34,6 +37,17 @@ def _filters(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
 
 class EndpointsApi(APIView):
     scopes = {"GET": "read", "POST": "admin"}
+    errors = {"POST": [UnknownLabelKey]}
+    links = {
+        "POST": {
+            "UpdateWebhook": link("updateWebhook", "Change it.", endpoint_id=_NEW),
+            "DeleteWebhook": link("deleteWebhook", "Delete it.", endpoint_id=_NEW),
+            "ListWebhookDeliveries": link(
+                "listWebhookDeliveries", "Its delivery log.", endpoint_id=_NEW
+            ),
+            "TestWebhook": link("testWebhook", "Send it a webhook.test event.", endpoint_id=_NEW),
+        }
+    }
     tags = ["Webhooks"]
 
     @extend_schema(
@@ -65,6 +79,7 @@ class EndpointsApi(APIView):
 
 class EndpointApi(APIView):
     scopes = {"PATCH": "admin", "DELETE": "admin"}
+    errors = {"PATCH": [UnknownLabelKey]}
     tags = ["Webhooks"]
 
     @extend_schema(operation_id="updateWebhook", request=EndpointUpdateIn, responses=EndpointOut)
@@ -121,6 +136,16 @@ class ReplayApi(APIView):
 
 class TestApi(APIView):
     scopes = {"POST": "admin"}
+    links = {
+        "POST": {
+            "ReplayWebhookDelivery": link(
+                "replayWebhookDelivery",
+                "Send the same delivery again.",
+                endpoint_id="$response.body#/endpoint_id",
+                delivery_id="$response.body#/id",
+            )
+        }
+    }
     tags = ["Webhooks"]
 
     @extend_schema(

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -38,13 +39,14 @@ MAIL_REJECTED = "mail.rejected"
 INBOX_CREATED = "inbox.created"
 INBOX_EXPIRED = "inbox.expired"
 
-AfterCommit = Callable[[Event], None]
+InTransaction = Callable[[Event], None]
+AfterCommit = Callable[[Sequence[Event]], None]
 _publishing: set[asyncio.Task[None]] = set()  # wake-ups being published from a running loop
 _after_commit: list[AfterCommit] = []
-_in_transaction: list[AfterCommit] = []
+_in_transaction: list[InTransaction] = []
 
 
-def on_record(hook: AfterCommit) -> AfterCommit:
+def on_record(hook: InTransaction) -> InTransaction:
     """Registers ``hook`` to run inside the transaction that records each event (decorator):
     for work that must commit with the event or not at all (e.g. the forward_to copy)."""
     _in_transaction.append(hook)
@@ -52,31 +54,55 @@ def on_record(hook: AfterCommit) -> AfterCommit:
 
 
 def on_event(hook: AfterCommit) -> AfterCommit:
-    """Registers ``hook`` to run after the commit of every event (decorator)."""
+    """Registers ``hook`` to run after the commit of every batch of events (decorator)."""
     _after_commit.append(hook)
     return hook
 
 
-def _run_hooks(event: Event) -> None:
+def _run_hooks(records: Sequence[Event]) -> None:
     for hook in _after_commit:
         try:
-            hook(event)
+            hook(records)
         except Exception:  # a hook never undoes a committed event; the log stays the truth
-            logger.exception("event hook %s failed for event %s", hook, event.pk)
+            logger.exception("event hook %s failed for events %s", hook, [e.pk for e in records])
 
 
-def _chain_head(inbox_id: str) -> int | None:
-    """The id of the inbox's newest event, read under a per-inbox lock held to the commit."""
+def _chain_heads(inbox_ids: Sequence[str]) -> dict[str, int | None]:
+    """The id of each inbox's newest event, read under per-inbox locks held to the commit.
+
+    The locks are taken in the order given (callers sort), so two batches never deadlock.
+    """
+    if not inbox_ids:
+        return {}
     if connection.vendor != "postgresql":
         # SQLite writers are serialised by the database already (IMMEDIATE transactions).
-        return Event.objects.filter(inbox_id=inbox_id).aggregate(m=Max("id"))["m"]
+        rows = (
+            Event.objects.unscoped()  # the hub chains the events of inboxes it holds locked
+            .filter(inbox_id__in=inbox_ids)
+            .values("inbox_id")
+            .annotate(head=Max("id"))
+            .values_list("inbox_id", "head")
+        )
+        return {inbox_id: None for inbox_id in inbox_ids} | dict(rows)
     with connection.cursor() as cursor:  # lock and read in one round trip
         cursor.execute(
-            "SELECT (SELECT pg_advisory_xact_lock(%s)) IS NULL, "
-            "(SELECT max(id) FROM webhooks_event WHERE inbox_id = %s)",
-            [zlib.crc32(inbox_id.encode()), inbox_id],
+            "SELECT i.id, (SELECT pg_advisory_xact_lock(i.lock)) IS NULL, "
+            "(SELECT max(e.id) FROM webhooks_event e WHERE e.inbox_id = i.id) "
+            "FROM unnest(%s::text[], %s::bigint[]) WITH ORDINALITY AS i(id, lock, n) ORDER BY i.n",
+            [list(inbox_ids), [zlib.crc32(inbox_id.encode()) for inbox_id in inbox_ids]],
         )
-        return cursor.fetchone()[1]
+        return {inbox_id: head for inbox_id, _, head in cursor.fetchall()}
+
+
+@dataclass
+class Change:
+    """An event to record: what :func:`emit` takes, as a value (see :func:`emit_many`)."""
+
+    workspace_id: str
+    type: str
+    data: dict[str, Any]
+    inbox_id: str = ""
+    hints: dict[str, Any] = field(default_factory=dict)
 
 
 def emit(
@@ -92,22 +118,49 @@ def emit(
     ``hints`` are objects the caller already holds (e.g. ``{"inbox": inbox}``), offered to the
     in-transaction hooks as ``event.hints`` so that they need not read them again.
     """
+    change = Change(workspace_id, type, data, inbox_id, hints or {})
+    return emit_many([change])[0]
+
+
+def emit_many(changes: Sequence[Change]) -> list[Event]:
+    """Records several events in one go (the receive path stores mail in batches): one chain
+    read for all their inboxes, one insert of the events and one of their deliveries, one
+    after-commit publication. Per inbox, the events chain in the order given."""
+    if not changes:
+        return []
     with transaction.atomic():
-        prev_id = _chain_head(inbox_id) if inbox_id else None
-        event = Event.objects.create(
-            workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data, prev_id=prev_id
+        heads = _chain_heads(sorted({c.inbox_id for c in changes if c.inbox_id}))
+        records = Event.objects.bulk_create(
+            Event(
+                workspace_id=c.workspace_id,
+                inbox_id=c.inbox_id,
+                type=c.type,
+                data=c.data,
+                prev_id=heads.get(c.inbox_id),
+            )
+            for c in changes
         )
-        event.hints = hints or {}
-        fan_out(event)  # webhook deliveries commit with their event, or not at all
-        for hook in _in_transaction:
-            hook(event)
-    transaction.on_commit(lambda: _run_hooks(event))
-    return event
+        relinked = []
+        for change, event in zip(changes, records, strict=True):
+            event.hints = change.hints
+            if change.inbox_id:
+                if event.prev_id != heads[change.inbox_id]:
+                    event.prev_id = heads[change.inbox_id]
+                    relinked.append(event)
+                heads[change.inbox_id] = event.pk
+        if relinked:  # a second event of one inbox in this batch follows the first
+            Event.objects.unscoped().bulk_update(relinked, ["prev_id"])  # rows made just now
+        fan_out(records)  # webhook deliveries commit with their events, or not at all
+        for event in records:
+            for hook in _in_transaction:
+                hook(event)
+    transaction.on_commit(lambda: _run_hooks(records))
+    return records
 
 
-def forget_inbox(inbox_id: str) -> int:
+def forget_inbox(workspace_id: str, inbox_id: str) -> int:
     """Drops the log of a deleted inbox (its mail is gone; so are the events describing it)."""
-    deleted, _ = Event.objects.filter(inbox_id=inbox_id).delete()
+    deleted, _ = Event.objects.filter(workspace_id=workspace_id, inbox_id=inbox_id).delete()
     return deleted
 
 
@@ -134,25 +187,39 @@ def outbox_group(item_id: str) -> str:
     return f"outbox.{item_id}"
 
 
-@on_event
-def wake_listeners(event: Event) -> None:
-    """Publishes the event to its inbox's (or outbox item's) group on the channel layer."""
+def _group_of(event: Event) -> str | None:
     if event.inbox_id:
-        group = inbox_group(event.inbox_id)
-    elif event.type.startswith("outbound.") and "outbound" in event.data:
-        group = outbox_group(event.data["outbound"]["id"])
-    else:
-        return
+        return inbox_group(event.inbox_id)
+    if event.type.startswith("outbound.") and "outbound" in event.data:
+        return outbox_group(event.data["outbound"]["id"])
+    return None
+
+
+@on_event
+def wake_listeners(records: Sequence[Event]) -> None:
+    """Publishes each event to its inbox's (or outbox item's) group on the channel layer, the
+    whole batch in one hop to the event loop."""
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {**wake_message(event), "group": group}
+    messages = [
+        (group, {**wake_message(event), "group": group})
+        for event in records
+        if (group := _group_of(event)) is not None
+    ]
+    if not messages:
+        return
+
+    async def publish() -> None:
+        for group, message in messages:
+            await layer.group_send(group, message)
+
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        async_to_sync(layer.group_send)(group, message)
+        async_to_sync(publish)()
     else:  # called from code running inside an event loop: publish from that loop
-        task = loop.create_task(layer.group_send(group, message))
+        task = loop.create_task(publish())
         _publishing.add(task)
         task.add_done_callback(_publishing.discard)
 
@@ -160,5 +227,5 @@ def wake_listeners(event: Event) -> None:
 def prune(*, older_than: timedelta) -> int:
     """Deletes events older than ``older_than`` (the stream replays at least one hour)."""
     cutoff = timezone.now() - max(older_than, timedelta(hours=1))
-    deleted, _ = Event.objects.filter(created_at__lt=cutoff).delete()
+    deleted, _ = Event.objects.unscoped().filter(created_at__lt=cutoff).delete()
     return deleted

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.db import models
 
 from config.api.ids import new_id
+from config.tenancy import Tenancy, TenantManager
 
 
 class Event(models.Model):
@@ -22,6 +23,9 @@ class Event(models.Model):
     prev_id = models.BigIntegerField(null=True, blank=True)
     data = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
 
     class Meta:
         indexes = [
@@ -60,6 +64,9 @@ class Endpoint(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
+
     class Meta:
         indexes = [
             # Fan-out: a workspace's enabled endpoints; GET /webhooks newest first.
@@ -96,6 +103,9 @@ class Delivery(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = TenantManager()
+    tenancy = Tenancy("workspace", parents=("endpoint",))
+
     class Meta:
         verbose_name_plural = "deliveries"
         indexes = [
@@ -124,6 +134,9 @@ class Attempt(models.Model):
     duration_ms = models.PositiveIntegerField(default=0)
     error = models.CharField(max_length=500, blank=True, default="")
     response_excerpt = models.CharField(max_length=1000, blank=True, default="")
+
+    objects = TenantManager()
+    tenancy = Tenancy("delivery__workspace", parents=("delivery",))
 
     class Meta:
         ordering = ["delivery", "id"]

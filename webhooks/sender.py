@@ -47,7 +47,8 @@ def post(url: str, body: bytes, headers: dict[str, str]) -> Outcome:
         return Outcome(None, elapsed(), f"refused: {exc}")
     host = f"[{target.address}]" if ":" in target.address else target.address
     default_port = 443 if target.scheme == "https" else 80
-    host_header = target.host if target.port == default_port else f"{target.host}:{target.port}"
+    name = f"[{target.host}]" if ":" in target.host else target.host  # an IPv6 literal
+    host_header = name if target.port == default_port else f"{name}:{target.port}"
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     request_headers = {
         **headers,

@@ -8,6 +8,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.api.inputs import JsonIn
 from config.api.query import PageQuery
 from webhooks.services import WEBHOOK_EVENTS
 from webhooks.targets import TargetRefused, check_url
@@ -21,7 +22,7 @@ def _validate_url(value: str) -> str:
     return value
 
 
-class _EndpointFieldsIn(serializers.Serializer):
+class _EndpointFieldsIn(JsonIn):
     url = serializers.URLField(max_length=2000, validators=[_validate_url])
     events = serializers.ListField(
         child=serializers.ChoiceField(choices=WEBHOOK_EVENTS),

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import random
-from datetime import timedelta
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -115,9 +116,8 @@ def _wants(endpoint: Endpoint, event: Event) -> bool:
     )
 
 
-def _new_delivery(
-    endpoint: Endpoint, event_type: str, data: dict, event_id: int | None
-) -> Delivery:
+def _delivery(endpoint: Endpoint, event_type: str, data: dict, event_id: int | None) -> Delivery:
+    """An unsaved delivery with its body as it will be signed and sent."""
     delivery = Delivery(
         endpoint=endpoint,
         workspace_id=endpoint.workspace_id,
@@ -126,21 +126,37 @@ def _new_delivery(
         next_attempt_at=timezone.now(),
     )
     delivery.body = _body(delivery.pk, event_type, timezone.now(), data)
-    delivery.save()
-    transaction.on_commit(lambda: queue(delivery.pk))
     return delivery
 
 
-def fan_out(event: Event) -> list[Delivery]:
-    """Deliveries for every enabled endpoint that wants ``event`` (in the event's transaction)."""
-    if event.type not in WEBHOOK_EVENTS:
+def _save_and_queue(deliveries: list[Delivery]) -> list[Delivery]:
+    """Stores the deliveries and hands them to workers once the transaction commits."""
+    if deliveries:
+        Delivery.objects.bulk_create(deliveries)
+        ids = [delivery.pk for delivery in deliveries]
+        transaction.on_commit(lambda: [queue(delivery_id) for delivery_id in ids])
+    return deliveries
+
+
+def fan_out(records: Sequence[Event]) -> list[Delivery]:
+    """Deliveries for every enabled endpoint that wants each event (in the events' transaction;
+    one read of the endpoints and one insert for the whole batch)."""
+    wanted = [event for event in records if event.type in WEBHOOK_EVENTS]
+    if not wanted:
         return []
-    endpoints = Endpoint.objects.filter(workspace_id=event.workspace_id, enabled=True)
-    return [
-        _new_delivery(endpoint, event.type, event.data, event.pk)
-        for endpoint in endpoints
-        if _wants(endpoint, event)
-    ]
+    endpoints: dict[str, list[Endpoint]] = {}
+    for endpoint in Endpoint.objects.filter(
+        workspace_id__in={event.workspace_id for event in wanted}, enabled=True
+    ):
+        endpoints.setdefault(endpoint.workspace_id, []).append(endpoint)
+    return _save_and_queue(
+        [
+            _delivery(endpoint, event.type, event.data, event.pk)
+            for event in wanted
+            for endpoint in endpoints.get(event.workspace_id, ())
+            if _wants(endpoint, event)
+        ]
+    )
 
 
 def queue(delivery_id: str, countdown: float | None = None) -> None:
@@ -171,15 +187,31 @@ def lease() -> timedelta:
 
 def _claim(delivery_id: str) -> bool:
     now = timezone.now()
+    # Workers take delivery ids from their own queue: cross-tenant by design, here and below.
     return (
-        Delivery.objects.filter(
+        Delivery.objects.unscoped()
+        .filter(
             Q(leased_until__isnull=True) | Q(leased_until__lt=now),
             pk=delivery_id,
             status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
             next_attempt_at__lte=now,
-        ).update(leased_until=now + lease())
+        )
+        .update(leased_until=now + lease())
         == 1
     )
+
+
+def signed_request(delivery: Delivery, at: datetime) -> tuple[bytes, dict[str, str]]:
+    """The body (its exact bytes) and headers of an attempt of ``delivery`` made at ``at``,
+    signed with the endpoint's secret over ``<t>.<body>`` where ``t`` is ``at`` in Unix seconds.
+    The one place that signs: attempts and replays go through here."""
+    body = delivery.body.encode()
+    secret = secrets.decrypt(delivery.endpoint.secret_encrypted)
+    return body, {
+        "Service-Event": delivery.event,
+        "Service-Delivery": delivery.pk,
+        "Service-Signature": secrets.sign(secret, int(at.timestamp()), body),
+    }
 
 
 def attempt(delivery_id: str) -> Attempt | None:
@@ -190,17 +222,11 @@ def attempt(delivery_id: str) -> Attempt | None:
     """
     if not _claim(delivery_id):
         return None
-    delivery = Delivery.objects.select_related("endpoint").get(pk=delivery_id)
+    delivery = Delivery.objects.unscoped().select_related("endpoint").get(pk=delivery_id)
     Attempt.objects.filter(delivery=delivery, error=IN_PROGRESS).update(error=INTERRUPTED)
-    secret = secrets.decrypt(delivery.endpoint.secret_encrypted)
-    body = delivery.body.encode()
     started = timezone.now()
     logged = Attempt.objects.create(delivery=delivery, at=started, error=IN_PROGRESS)
-    headers = {
-        "Service-Event": delivery.event,
-        "Service-Delivery": delivery.pk,
-        "Service-Signature": secrets.sign(secret, int(started.timestamp()), body),
-    }
+    body, headers = signed_request(delivery, started)
     outcome = sender.post(delivery.endpoint.url, body, headers)
     schedule = _schedule()
     with transaction.atomic():
@@ -217,7 +243,7 @@ def attempt(delivery_id: str) -> Attempt | None:
             status, next_at = DeliveryStatus.RETRYING, timezone.now() + timedelta(seconds=delay)
         else:
             status, next_at = DeliveryStatus.FAILED, None
-        Delivery.objects.filter(pk=delivery.pk).update(
+        Delivery.objects.filter(workspace_id=delivery.workspace_id, pk=delivery.pk).update(
             status=status,
             attempt_count=F("attempt_count") + 1,
             next_attempt_at=next_at,
@@ -233,7 +259,8 @@ def due_deliveries(limit: int = 500, *, overdue_by: timedelta = timedelta(0)) ->
     """Ids of deliveries whose attempt is due (for ``overdue_by`` already) and nobody holds."""
     now = timezone.now()
     return list(
-        Delivery.objects.filter(
+        Delivery.objects.unscoped()
+        .filter(
             Q(leased_until__isnull=True) | Q(leased_until__lt=now),
             status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
             next_attempt_at__lte=now - overdue_by,
@@ -262,7 +289,7 @@ def sweep() -> int:
 def replay(*, delivery: Delivery) -> Delivery:
     """Sends the same delivery again (same id and body; new timestamp and signature) as a new
     series of attempts."""
-    Delivery.objects.filter(pk=delivery.pk).update(
+    Delivery.objects.filter(workspace_id=delivery.workspace_id, pk=delivery.pk).update(
         status=DeliveryStatus.PENDING,
         attempt_count=0,
         next_attempt_at=timezone.now(),
@@ -277,7 +304,7 @@ def replay(*, delivery: Delivery) -> Delivery:
 def send_test(*, endpoint: Endpoint) -> Delivery:
     """A ``webhook.test`` delivery to this endpoint, logged like any other."""
     with transaction.atomic():
-        return _new_delivery(
+        delivery = _delivery(
             endpoint,
             TEST_EVENT,
             {
@@ -286,3 +313,4 @@ def send_test(*, endpoint: Endpoint) -> Delivery:
             },
             None,
         )
+        return _save_and_queue([delivery])[0]

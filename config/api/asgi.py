@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,9 +29,14 @@ def header(scope: dict[str, Any], name: str) -> str | None:
     return None
 
 
+def query_pairs(scope: dict[str, Any]) -> list[tuple[str, str]]:
+    """The query string as ``(name, value)`` pairs in order (percent-decoded as UTF-8)."""
+    return parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+
+
 def query_params(scope: dict[str, Any]) -> dict[str, str]:
     """The query string as a dict (the last value of a repeated name wins)."""
-    return dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True))
+    return dict(query_pairs(scope))
 
 
 async def send_json(
@@ -72,8 +79,18 @@ async def wait_for_disconnect(receive: Receive) -> None:
             return
 
 
+# The threads of db_call: its own pool, never the event loop's default executor. Django runs
+# work of its own there (the log line of every answer >= 400 among it) while the request that
+# answers holds a database connection; with db_call's threads all waiting for a connection in
+# that same executor, a flood of 4xx answers beside open waits or streams stood the whole process
+# still until DB_POOL_TIMEOUT.
+DB_CALL_THREADS = min(32, (os.cpu_count() or 1) + 4)
+_db_call_executor = ThreadPoolExecutor(max_workers=DB_CALL_THREADS, thread_name_prefix="db_call")
+
+
 def db_call(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-    """Runs ``fn`` (database work) in the thread pool, in parallel with other requests' calls.
+    """Runs ``fn`` (database work) in db_call's thread pool, in parallel with other requests'
+    calls.
 
     Channels' ``database_sync_to_async`` funnels every call through one shared thread; under a
     thousand parked waiters that thread becomes the bottleneck. Each call leaves its thread's
@@ -89,4 +106,4 @@ def db_call(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
         finally:
             release_connections()
 
-    return sync_to_async(run, thread_sensitive=False)
+    return sync_to_async(run, thread_sensitive=False, executor=_db_call_executor)

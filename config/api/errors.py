@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions as drf
@@ -81,6 +82,10 @@ class MethodNotAllowed(ApiError):
 
 class Conflict(ApiError):
     code, status = "conflict", 409
+
+
+class PayloadTooLarge(ApiError):
+    code, status, message = "payload_too_large", 413, "The request body is too large."
 
 
 class UnsupportedMediaType(ApiError):
@@ -154,6 +159,11 @@ def to_api_error(exc: Exception) -> ApiError | None:
         return MethodNotAllowed()
     if isinstance(exc, drf.UnsupportedMediaType):
         return UnsupportedMediaType()
+    if isinstance(exc, RequestDataTooBig):
+        from django.conf import settings
+
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return PayloadTooLarge(f"The request body is larger than {limit} bytes.")
     if isinstance(exc, drf.NotAcceptable):
         return ApiError("Only application/json responses are available.")
     return None

@@ -2,12 +2,15 @@
 
 The first ten characters after the prefix encode the creation time in milliseconds (Crockford
 base32), the last sixteen are random, so ids sort by creation time: lists order by id and cursors
-are simply the last id seen.
+are simply the last id seen. Within a process ids are strictly increasing (ULID's monotonic
+mode): an id made in the same millisecond as the previous one takes the previous random part
+plus a random step, so the mail of one batch, stored in one millisecond, keeps its order.
 """
 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
@@ -23,10 +26,31 @@ def _encode(value: int, length: int) -> str:
     return "".join(reversed(chars))
 
 
+_RANDOM_BITS = 80
+_lock = threading.Lock()
+_last = (0, 0)  # (milliseconds, random part) of the newest id of this process
+
+
+def _monotonic() -> tuple[int, int]:
+    global _last
+    with _lock:
+        ms, rand = int(time.time() * 1000), secrets.randbits(_RANDOM_BITS)
+        last_ms, last_rand = _last
+        if ms <= last_ms:  # same millisecond (or the clock stepped back): count on from the last
+            ms, rand = last_ms, last_rand + 1 + secrets.randbits(32)
+            if rand >= 1 << _RANDOM_BITS:
+                ms, rand = ms + 1, secrets.randbits(_RANDOM_BITS - 1)
+        _last = (ms, rand)
+        return ms, rand
+
+
 def new_id(prefix: str, *, at_ms: int | None = None) -> str:
     """A new id with the given prefix; ``at_ms`` fixes the time part (bulk loaders, tests)."""
-    ms = int(time.time() * 1000) if at_ms is None else at_ms
-    return f"{prefix}_{_encode(ms, 10)}{_encode(secrets.randbits(80), 16)}"
+    if at_ms is None:
+        ms, rand = _monotonic()
+    else:
+        ms, rand = at_ms, secrets.randbits(_RANDOM_BITS)
+    return f"{prefix}_{_encode(ms, 10)}{_encode(rand, 16)}"
 
 
 def looks_like(prefix: str, value: str) -> bool:

@@ -103,8 +103,8 @@ async def measure(
             inbox, since, {}, set()
         ),
         "_load (email record for the answer)": lambda: realtime._load(inbox, email_id),
-        "_latest_event (stream open)": lambda: realtime._latest_event(inbox_id),
-        "_events_after (stream catch-up)": lambda: realtime._events_after(inbox_id, 10**12),
+        "_latest_event (stream open)": lambda: realtime._latest_event(inbox),
+        "_events_after (stream catch-up)": lambda: realtime._events_after(inbox, 10**12),
     }
     timings = {name: await _time(call, repeat) for name, call in calls.items()}
 

@@ -56,7 +56,7 @@ class Shape:
             argv = [
                 sys.executable,
                 "-m",
-                "daphne",
+                "config.web",
                 "-b",
                 "127.0.0.1",
                 "-p",

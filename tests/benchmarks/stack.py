@@ -1,6 +1,6 @@
 """The processes under test, started as the Procfile starts them, and what /proc says of them.
 
-``smtp`` is ``manage.py smtpd --host 127.0.0.1 --port P`` and ``web`` is ``python -m daphne -b
+``smtp`` is ``manage.py smtpd --host 127.0.0.1 --port P`` and ``web`` is ``python -m config.web -b
 127.0.0.1 -p P config.asgi:application`` (tests.live's ``Process``), with the production
 database settings (a psycopg pool per process). Their output goes to log files under ``results/`` rather than to an unread pipe,
 which would block a chatty process once 64 KiB of logs piled up.
@@ -106,7 +106,7 @@ class BenchStack:
             [
                 sys.executable,
                 "-m",
-                "daphne",
+                "config.web",
                 "-b",
                 "127.0.0.1",
                 "-p",

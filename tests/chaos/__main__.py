@@ -2,7 +2,8 @@
 
 Runs against a database of its own (``pigeonhole_chaos``: dropped, created, migrated) and
 prints the figures the README reports. Built so far: scenario 1 (acknowledged mail survives
-smtpd crashes) and scenario 2 (``250`` only after commit).
+smtpd crashes), scenario 2 (``250`` only after commit), scenario 5 (approval is a hard gate under
+worker kills) and scenario 6 (real time without gaps across web restarts).
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--duration", type=float, default=120.0)
     parser.add_argument("--fault-attempts", type=int, default=1000)
+    parser.add_argument(
+        "--approval-sends", type=int, default=1000, help="per kind (key, workspace)"
+    )
+    parser.add_argument("--wait-trials", type=int, default=1000)
+    parser.add_argument("--stream-events", type=int, default=1000)
     args = parser.parse_args(argv)
     base = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
     os.environ.update(
@@ -78,12 +84,53 @@ def main(argv: list[str] | None = None) -> int:
                 and result.counters == (0, 0)
                 and result.stored_after_retry == 1
             )
+        ok = _approval_gate(args.approval_sends) and ok
+        ok = _realtime(args.wait_trials, args.stream_events) and ok
     finally:
         from django.db import connections
 
         connections.close_all()
         _recreate(base, create=False)
     return 0 if ok else 1
+
+
+def _approval_gate(per_kind: int) -> bool:
+    from tests.chaos import approval_gate
+
+    gate = approval_gate.run(DB, per_kind=per_kind)
+    report = {k: v for k, v in gate.__dict__.items() if k != "details"}
+    print(json.dumps({"scenario 5: approval is a hard gate": report}, indent=2))
+    for line in gate.details[:20]:
+        print(line)
+    approved = gate.fates.get("approve", 0)
+    return (
+        gate.held_while_pending == gate.swept_while_pending == gate.leaked == gate.early == 0
+        and gate.approve_200 == gate.delivered_once + gate.delivered_again == approved
+        and gate.explained_duplicates <= gate.interrupted_handovers <= gate.kills
+        and gate.approve_409 == approved * (approval_gate.APPROVERS - 1)
+        and gate.late_409 == gate.late_decisions
+        and gate.missing == gate.duplicates == gate.content_mismatches == gate.wrong_status == 0
+    )
+
+
+def _realtime(trials: int, events: int) -> bool:
+    import dataclasses
+
+    from tests.chaos import realtime_gaps
+
+    figures = realtime_gaps.run(DB, trials=trials, events=events)
+    for name, part in (("waiters", figures.waiters), ("stream", figures.stream)):
+        report = {k: v for k, v in dataclasses.asdict(part).items() if k != "details"}
+        print(json.dumps({f"scenario 6: {name}": report}, indent=2, default=sorted))
+        for line in part.details[:20]:
+            print(line)
+    waiters, stream = figures.waiters, figures.stream
+    return (
+        waiters.within_1s >= 0.999 * waiters.trials
+        and stream.received == stream.logged == stream.events
+        and stream.missing == stream.duplicates == stream.out_of_order == 0
+        and stream.wrong_payload == 0
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apikeys.models import Workspace
+from config.api.errors import ValidationFailed
 from inboxes import services as inbox_services
 from labels.models import EmailLabel, Label, LabelFeedback
 from mail import pipeline
@@ -256,3 +257,58 @@ def test_label_test_with_an_unsaved_draft(api: Api) -> None:
     assert error_of(bad) == (400, "validation_error")
     assert bad.json()["error"]["issues"][0]["path"] == "label.rules.conditions.0.op"
     assert list(Label.objects.values_list("key", "rules")) == labels_before  # nothing stored
+
+
+def test_labels_made_by_the_service_store_complete_rules(workspace: Workspace) -> None:
+    from labels import services as label_services
+
+    label = label_services.label_create(
+        workspace=workspace,
+        key="shop",
+        name="Shop",
+        rules={"conditions": [{"field": "from", "op": "domain", "value": "shop.example"}]},
+    )
+    assert label.rules["match"] == "any"
+    assert (
+        label.rules["conditions"][0] | {"name": "", "negate": False} == label.rules["conditions"][0]
+    )
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="x")
+    email_id = pipeline.receive_one(
+        message(to=inbox.address, sender="a@shop.example"), to=inbox.address
+    ).email_id
+    assert list(EmailLabel.objects.filter(email_id=email_id).values_list("key", flat=True)) == [
+        "shop"
+    ]
+    with pytest.raises(ValidationFailed):
+        label_services.label_update(label=label, rules={"conditions": [{"field": "nope"}]})
+
+
+def test_a_label_whose_rules_cannot_run_never_costs_the_mail(workspace: Workspace) -> None:
+    from labels.models import Label
+
+    Label.objects.create(  # written around the service, as an operator's SQL might
+        workspace=workspace, key="broken", name="Broken", rules={"conditions": [{"field": "from"}]}
+    )
+    Label.objects.create(
+        workspace=workspace,
+        key="fine",
+        name="Fine",
+        rules={
+            "match": "any",
+            "conditions": [
+                {
+                    "field": "subject",
+                    "op": "contains",
+                    "value": "hello",
+                    "name": "",
+                    "negate": False,
+                }
+            ],
+        },
+    )
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="y")
+    delivery = pipeline.receive_one(message(to=inbox.address, subject="Hello"), to=inbox.address)
+    assert delivery.email_id is not None
+    assert list(
+        EmailLabel.objects.filter(email_id=delivery.email_id).values_list("key", flat=True)
+    ) == ["fine"]

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mail import extraction
 from mail.extraction import AFTER_WINDOW, BEFORE_WINDOW, extract
 
 
@@ -906,3 +907,88 @@ def test_pathological_inputs_are_handled(body: str) -> None:
     result = extract(subject="code", text=body, html=body)
     assert result == extract(subject="code", text=body, html=body)
     assert len(result["codes"]) <= 400
+
+
+class _Exhaustive(extraction._Scanner):
+    """The scanner without its shortcut: every keyword is searched for a code."""
+
+    def _reaches_code(self, kw_start: int, kw_end: int) -> bool:
+        return True
+
+
+_DENSE = [
+    "code",
+    "is",
+    "verification",
+    "OTP",
+    "PIN",
+    "Bestätigungscode",
+    "código",
+    "код",
+    "コード",
+    "验证码",
+    "인증번호",
+    "order",
+    "invoice",
+    "#12345",
+    "2024",
+    "10:30",
+    "$19.99",
+    "AB-123",
+    "G-482913",
+    "482",
+    "913",
+    "ABC",
+    "482913",
+    "123456",
+    "7890",
+    "ZX9Q2",
+    "SAVE20",
+    "E-404",
+    "+1",
+    "555",
+    "0100",
+    "security",
+    "one-time",
+    "passcode",
+    "2FA",
+    "login",
+    "verify",
+    "Hi",
+    "Your",
+]
+
+
+_FILLER = ["please", "use", "the", "below", "to", "finish", "signing", "up", "thanks", "team"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(_DENSE + _FILLER * 4),
+            st.sampled_from([" ", " ", "\n", ". ", ", ", ": ", "-", "\n\n", "　", ""]),
+        ),
+        max_size=160,
+    ),
+    st.booleans(),
+)
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_keyword_shortcut_finds_exactly_what_an_exhaustive_search_finds(
+    pieces: list[tuple[str, str]], standalone: bool
+) -> None:
+    text = extraction._prepare("".join(word + sep for word, sep in pieces))
+    fast, slow = extraction._Scanner(text), _Exhaustive(text)
+    assert extraction._codes_in(fast, fast.keywords(near_codes=True), standalone) == (
+        extraction._codes_in(slow, slow.keywords(), standalone)
+    )
+
+
+@pytest.mark.parametrize("gap", range(70))
+def test_the_keyword_shortcut_holds_at_every_distance(gap: int) -> None:
+    filler = ("please use the below to finish signing up " * 3)[:gap]
+    for text in (f"verification {filler} 482913", f"482913 {filler} is your verification"):
+        prepared = extraction._prepare(text)
+        fast, slow = extraction._Scanner(prepared), _Exhaustive(prepared)
+        assert extraction._codes_in(fast, fast.keywords(near_codes=True), False) == (
+            extraction._codes_in(slow, slow.keywords(), False)
+        )

@@ -327,3 +327,74 @@ def test_lost_wake_ups_are_recovered_from_the_log(
     assert waiter.response is not None and waiter.response.status_code == 200
     assert waiter.response.json()["subject"] == "lost 1"
     assert [e["data"]["subject"] for e in got] == ["lost 1", "lost 2"]
+
+
+def test_resuming_far_behind_gets_the_whole_backlog(stack: Stack, setup: tuple[Inbox, str]) -> None:
+    """A client that resumes more than one page of the log behind (its web process was down a
+    while, the inbox busy) gets every missed event at once, without waiting for new mail; the
+    missed events are older than the hub's sweep looks back, so only the replay can carry them."""
+    from django.utils import timezone
+
+    from webhooks.models import Event
+
+    inbox, key = setup
+    before = Event.objects.filter(inbox_id=inbox.pk).order_by("-id").first()
+    backlog = 1100
+    Event.objects.bulk_create(
+        Event(
+            workspace_id=inbox.workspace_id,
+            inbox_id=inbox.pk,
+            type=events.EMAIL_DELETED,
+            data={"email": {"id": f"eml_backlog{n}"}},
+        )
+        for n in range(backlog)
+    )
+    Event.objects.filter(inbox_id=inbox.pk, type=events.EMAIL_DELETED).update(
+        created_at=timezone.now() - timedelta(minutes=10)
+    )
+    got, thread = collect(
+        stack, key, inbox, backlog, headers={"Last-Event-ID": str(before.pk if before else 0)}
+    )
+    thread.join(20)
+    assert len(got) == backlog
+    assert [e["data"]["emailId"] for e in got] == [f"eml_backlog{n}" for n in range(backlog)]
+
+
+def test_wait_since_looks_past_many_non_matching_emails(
+    stack: Stack, setup: tuple[Inbox, str]
+) -> None:
+    """``since`` reaching back over more emails than one read of the inbox returns (none of
+    them matching) still finds the matching email after them, however old it is (older than
+    the hub's sweep looks back: only the first read can find it)."""
+    from django.utils import timezone
+
+    from mail.models import Email
+
+    inbox, key = setup
+    since = timezone.now() - timedelta(minutes=10)
+    Email.objects.bulk_create(
+        [
+            *(
+                Email(
+                    workspace_id=inbox.workspace_id,
+                    inbox=inbox,
+                    subject=f"noise {n}",
+                    received_at=since + timedelta(seconds=1, milliseconds=n),
+                )
+                for n in range(600)
+            ),
+            Email(
+                workspace_id=inbox.workspace_id,
+                inbox=inbox,
+                subject="the one",
+                received_at=since + timedelta(seconds=2),
+                extracted={"code": None, "link": None, "codes": [], "links": []},
+            ),
+        ]
+    )
+    with stack.client(key) as client:
+        response = client.get(
+            f"inboxes/{inbox.pk}/wait",
+            params={"timeout": 3, "since": since.isoformat(), "subject": "^the one$"},
+        )
+    assert response.status_code == 200 and response.json()["subject"] == "the one"

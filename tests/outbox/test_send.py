@@ -352,3 +352,135 @@ def test_concurrent_approvals_send_once(
     assert sorted(outcomes) == ["409"] * 9 + ["won"]
     assert len(sink.received) == 1
     assert outbound_events(item_id) == ["outbound.pending", "outbound.sent"]
+
+
+def test_sweeper_does_not_multiply_a_backlog(api: Api, inbox: Inbox) -> None:
+    """With a broker, the sweeper queues an item again only after its task had a grace period to
+    reach a worker, and then once per grace period, however often it runs."""
+    import uuid
+
+    from config.celery import app
+
+    queue = f"test-sweep-{uuid.uuid4().hex[:8]}"  # nobody consumes it
+    app.conf.task_always_eager, app.conf.task_default_queue = False, queue
+    try:
+        api.call(
+            "POST",
+            f"inboxes/{inbox.pk}/send",
+            {"to": ["x@example.com"], "subject": "s", "text": "t"},
+        )
+        assert OutboxItem.objects.get().delivery == "queued"
+        assert services.sweep() == 0  # its task was queued at commit and waits in the broker
+        later = timezone.now() + services.SWEEP_GRACE + timedelta(seconds=1)
+        with time_machine.travel(later, tick=False):
+            assert [services.sweep(), services.sweep()] == [1, 0]
+        with time_machine.travel(later + services.SWEEP_GRACE + timedelta(seconds=1), tick=False):
+            assert [services.sweep(), services.sweep()] == [1, 0]
+    finally:
+        app.conf.task_always_eager, app.conf.task_default_queue = True, "pigeonhole"
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge(queue)
+            conn.default_channel.queue_delete(queue)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_internal_copies_and_their_mark_commit_together(
+    api: Api, inbox: Inbox, workspace: Workspace, sink: Sink
+) -> None:
+    """A failure between the internal delivery and its mark must leave neither: otherwise the
+    next attempt would deliver every internal copy a second time."""
+    from django.db import connection
+
+    target = inbox_services.inbox_create(workspace=workspace, local_part="target")
+    table = OutboxItem._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "CREATE FUNCTION test_no_mark() RETURNS trigger AS $$ BEGIN "
+                "IF NEW.internal_delivered AND NOT OLD.internal_delivered THEN "
+                "RAISE EXCEPTION 'mark refused'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
+            )
+            cursor.execute(
+                f"CREATE TRIGGER test_no_mark BEFORE UPDATE ON {table} "
+                "FOR EACH ROW EXECUTE FUNCTION test_no_mark()"
+            )
+        else:
+            cursor.execute(
+                f"CREATE TRIGGER test_no_mark BEFORE UPDATE OF internal_delivered ON {table} "
+                "WHEN NEW.internal_delivered = 1 BEGIN SELECT RAISE(ABORT, 'mark refused'); END"
+            )
+    try:
+        response = api.call(
+            "POST",
+            f"inboxes/{inbox.pk}/send",
+            {"to": [target.address], "subject": "Once", "text": "x"},
+        )
+        assert response.status_code == 200
+        item = OutboxItem.objects.get(pk=response.json()["id"])
+        assert not item.internal_delivered
+        assert Email.objects.filter(inbox=target).count() == 0  # rolled back with the mark
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"DROP TRIGGER test_no_mark{' ON ' + table if connection.vendor == 'postgresql' else ''}"
+            )
+            if connection.vendor == "postgresql":
+                cursor.execute("DROP FUNCTION test_no_mark()")
+    with time_machine.travel(timezone.now() + timedelta(hours=1)):  # past lease and backoff
+        assert services.attempt_delivery(item.pk)
+    assert Email.objects.filter(inbox=target).count() == 1
+    assert OutboxItem.objects.get(pk=item.pk).internal_delivered
+
+
+class _StallingRelay:
+    """An SMTP relay that takes ``stall`` seconds to answer RCPT."""
+
+    def __init__(self, stall: float) -> None:
+        self.stall = stall
+        self.received: list[bytes] = []
+
+    async def handle_RCPT(self, server, session, envelope, address, options):  # type: ignore[no-untyped-def]
+        import asyncio
+
+        await asyncio.sleep(self.stall)
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):  # type: ignore[no-untyped-def]
+        self.received.append(envelope.original_content)
+        return "250 OK"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_attempt_never_outlives_its_lease(settings, api: Api, inbox: Inbox, sink: Sink) -> None:  # type: ignore[no-untyped-def]
+    """A relay slower than the lease: the attempt ends before another worker could take the
+    item (and send it beside this one); once the relay is quick again, it goes out once."""
+    import time
+
+    from aiosmtpd.controller import Controller
+
+    from tests.live import free_port
+
+    relay = _StallingRelay(stall=30)
+    port = free_port()
+    controller = Controller(relay, hostname="127.0.0.1", port=port)
+    controller.start()
+    settings.EMAIL_PORT, settings.EMAIL_TIMEOUT, settings.OUTBOX_LEASE_SECONDS = port, 60, 12
+    try:
+        started = time.monotonic()  # tasks run eagerly: the send makes the first attempt
+        response = api.call(
+            "POST",
+            f"inboxes/{inbox.pk}/send",
+            {"to": ["x@elsewhere.example"], "subject": "S", "text": "t"},
+        )
+        assert time.monotonic() - started < settings.OUTBOX_LEASE_SECONDS
+        item_id = response.json()["id"]
+        item = OutboxItem.objects.get(pk=item_id)
+        assert item.delivery != "done" and item.attempts == 1 and item.error
+        assert relay.received == []
+        relay.stall = 0
+        with time_machine.travel(timezone.now() + timedelta(hours=1)):
+            assert services.attempt_delivery(item_id)
+        assert len(relay.received) == 1
+    finally:
+        controller.stop()

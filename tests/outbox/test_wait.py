@@ -39,12 +39,18 @@ def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterat
 
 
 def decide_soon(decision: str, delay: float = 0.7) -> threading.Thread:
+    """Decides the pending item from another thread once it exists and ``delay`` has passed
+    (the send that creates it may still be on its way on a busy machine)."""
+
     def run() -> None:
         from django.db import connection
 
         try:
             time.sleep(delay)
-            item = OutboxItem.objects.get(status="pending")
+            deadline = time.monotonic() + 20
+            while (item := OutboxItem.objects.filter(status="pending").first()) is None:
+                assert time.monotonic() < deadline, "no pending item appeared"
+                time.sleep(0.05)
             services.decide(item=item, user=UserFactory(), role="owner", decision=decision)
         finally:
             connection.close()

@@ -1,0 +1,95 @@
+"""Long-lived requests notice when the key that opened them stops being valid.
+
+A request is authorized once, when it arrives; a long-poll wait or an SSE stream then lives for
+minutes. Each event loop (web process) keeps a :class:`KeyWatch` of the keys its long-lived
+requests were opened with, and every ``CHECK_SECONDS`` one query asks which of them are revoked,
+expired or gone; their requests are told at once (a wait answers 401, a stream ends). So nothing
+is served with a revoked key more than ``CHECK_SECONDS`` plus one query after the revocation
+commits, at the cost of one indexed query per process every ``CHECK_SECONDS`` while such requests
+are open (none otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+
+from apikeys import selectors
+from config.api.asgi import db_call
+from config.api.errors import ApiError
+
+logger = logging.getLogger(__name__)
+
+CHECK_SECONDS = 0.25
+
+OnInvalid = Callable[[ApiError], None]
+
+
+@db_call
+def _invalid(keys: list[tuple[str, str]]) -> dict[str, ApiError]:
+    return selectors.api_keys_invalid(keys)
+
+
+class KeyWatch:
+    """The watched keys of one event loop and, per key, what to call when it stops working."""
+
+    def __init__(self) -> None:
+        self.watchers: dict[tuple[str, str], dict[int, OnInvalid]] = {}
+        self._tokens = itertools.count()
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, workspace_id: str, key_id: str, on_invalid: OnInvalid) -> Callable[[], None]:
+        """Calls ``on_invalid(error)`` once the key is revoked, expired or deleted (within
+        ``CHECK_SECONDS`` and a query); returns the function that stops watching."""
+        token = next(self._tokens)
+        key = (workspace_id, key_id)
+        self.watchers.setdefault(key, {})[token] = on_invalid
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+        def unwatch() -> None:
+            callbacks = self.watchers.get(key)
+            if callbacks is not None:
+                callbacks.pop(token, None)
+                if not callbacks:
+                    del self.watchers[key]
+
+        return unwatch
+
+    async def check(self) -> int:
+        """One round: tells the watchers of every key that no longer authenticates."""
+        if not self.watchers:
+            return 0
+        invalid = await _invalid(list(self.watchers))
+        told = 0
+        for key in [key for key in self.watchers if key[1] in invalid]:
+            for on_invalid in self.watchers.pop(key).values():
+                on_invalid(invalid[key[1]])
+                told += 1
+        return told
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_SECONDS)
+            try:
+                await self.check()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("key watch failed; checking again in %s s", CHECK_SECONDS)
+
+
+_watches: dict[asyncio.AbstractEventLoop, KeyWatch] = {}
+
+
+def key_watch() -> KeyWatch:
+    """The key watch of the running event loop (daphne runs one loop per process)."""
+    loop = asyncio.get_running_loop()
+    current = _watches.get(loop)
+    if current is None:
+        for stale in [other for other in _watches if other.is_closed()]:
+            del _watches[stale]
+        current = _watches[loop] = KeyWatch()
+    return current

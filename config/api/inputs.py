@@ -1,0 +1,147 @@
+"""Strict JSON request bodies: every value must already have the JSON type its field documents.
+
+DRF coerces quietly: ``"name": 0`` becomes ``"0"``, ``"enabled": 0`` and ``"yes"`` become
+``False``/``True``, ``"ttl_minutes": "5"`` and ``5.0`` become ``5``, ``"tags": [0]`` becomes
+``["0"]``. The OpenAPI document says ``string``, ``boolean``, ``integer``; a client that sends
+something else has a bug it should hear about, not a guess. :class:`JsonIn` — the base of every
+request-body serializer — checks each value's JSON type before DRF sees it (recursing into
+lists and nested objects) and answers ``validation_error`` with one issue per offending path.
+Free-form JSON (``rules``) is checked for what PostgreSQL cannot store: NUL characters and
+unpaired surrogates. A string's ``max_length`` applies to the string as sent (DRF measures it
+after trimming surrounding white space).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rest_framework import serializers
+
+MESSAGES = {
+    "boolean": "Must be a boolean (true or false).",
+    "integer": "Must be an integer.",
+    "number": "Must be a number.",
+    "string": "Must be a string.",
+    "array": "Must be an array.",
+    "object": "Must be an object.",
+    "text": "Must not contain NUL characters or unpaired surrogates.",
+}
+
+
+# Characters that break a line somewhere (str.splitlines, the email package) or control a
+# terminal: C0 controls but tab, DEL, C1 controls, and the Unicode line and paragraph separators.
+LINE_BREAKING = frozenset(
+    [chr(c) for c in range(0x20) if c != 0x09] + [chr(c) for c in range(0x7F, 0xA0)]
+) | {"\u2028", "\u2029"}
+
+
+def single_line(value: str) -> None:
+    """Validator for text that ends up in a mail header (subject, display name): one line,
+    no control characters. The email package refuses such headers when the message is built,
+    which surfaced as a 500 long after the request was accepted."""
+    if any(ch in LINE_BREAKING for ch in value):
+        raise serializers.ValidationError("Must be one line without control characters.")
+
+
+def _storable(text: str) -> bool:
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _free_json_problem(value: Any) -> str | None:
+    """Free-form JSON: every string (keys included) must be storable text."""
+    if isinstance(value, str):
+        return None if _storable(value) else MESSAGES["text"]
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not _storable(str(key)) or _free_json_problem(item):
+                return MESSAGES["text"]
+    if isinstance(value, list):
+        for item in value:
+            if _free_json_problem(item):
+                return MESSAGES["text"]
+    return None
+
+
+def json_type_problem(field: serializers.Field, value: Any) -> Any:
+    """The validation detail for ``value`` given to ``field``, or None when its JSON type fits.
+
+    The detail is a message, or for lists a ``{index: detail}`` mapping, like DRF's own.
+    ``null`` is left to the field (``allow_null``); nested serializers check themselves.
+    """
+    if value is None:
+        return None
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else MESSAGES["boolean"]
+    if isinstance(field, serializers.IntegerField):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else MESSAGES["integer"]
+    if isinstance(field, serializers.FloatField | serializers.DecimalField):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else MESSAGES["number"]
+    if isinstance(field, serializers.JSONField):
+        return _free_json_problem(value)
+    if isinstance(field, serializers.ListField):
+        if not isinstance(value, list):
+            return MESSAGES["array"]
+        nested = {}
+        for index, item in enumerate(value):
+            problem = json_type_problem(field.child, item)
+            if problem is not None:
+                nested[index] = problem
+        return nested or None
+    if isinstance(field, serializers.ListSerializer):
+        return None if isinstance(value, list) else MESSAGES["array"]
+    if isinstance(field, serializers.Serializer | serializers.DictField):
+        return None if isinstance(value, Mapping) else MESSAGES["object"]
+    if isinstance(
+        field, serializers.CharField | serializers.ChoiceField | serializers.DateTimeField
+    ):
+        if not isinstance(value, str):
+            return MESSAGES["string"]
+        limit = getattr(field, "max_length", None)
+        if limit is not None and len(value) > limit:
+            # DRF trims surrounding white space before it measures; the limit is on the value
+            # as sent (the document's maxLength), so 2,100 characters with 200 spaces is too long.
+            return f"Ensure this field has no more than {limit} characters."
+        return None
+    return None
+
+
+class JsonIn(serializers.Serializer):
+    """Base of request-body serializers: JSON types are checked strictly (see module doc).
+
+    A value of the wrong type is reported in place of whatever DRF would have said about it;
+    the other fields are validated as usual, so one answer lists every offending path.
+    """
+
+    def to_internal_value(self, data: Any) -> Any:
+        if not isinstance(data, Mapping):
+            return super().to_internal_value(data)
+        problems = {}
+        for field in self._writable_fields:
+            if field.field_name in data:
+                problem = json_type_problem(field, data[field.field_name])
+                if problem is not None:
+                    problems[field.field_name] = problem
+        if not problems:
+            return super().to_internal_value(data)
+        others: dict[str, Any] = {}
+        try:
+            super().to_internal_value({k: v for k, v in data.items() if k not in problems})
+        except serializers.ValidationError as exc:
+            if isinstance(exc.detail, Mapping):
+                others = dict(exc.detail)
+        detail = {}
+        for name in self.fields:
+            if name in problems:
+                detail[name] = problems[name]
+            elif name in others:
+                detail[name] = others[name]
+        raise serializers.ValidationError(detail)
