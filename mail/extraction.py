@@ -1181,9 +1181,15 @@ def _header_urls(value: str) -> list[str]:
     return [url for url in (item.strip() for item in items) if url and _is_http(url)]
 
 
+_SUBJECT_SCAN = 4096
+
+
 def _kind_positions(value: str) -> dict[str, int]:
-    """Each link kind named in ``value`` (whole words) with the position of its first word."""
-    low = value.lower()
+    """Each link kind named in ``value`` (whole words) with the position of its first word.
+
+    Only the first ``_SUBJECT_SCAN`` characters are read: a subject names its link's kind near
+    its start, and a hostile megabyte of words would cost a Python step per word."""
+    low = value[:_SUBJECT_SCAN].lower()
     found: dict[str, int] = {}
     matches = list(_TOKEN_RE.finditer(low))
     words = [m.group() for m in matches]
