@@ -33,7 +33,7 @@ from mail.models import Email, RawMessage
 from tests.security.hostile_mail import CORPUS, RssWatch, messages
 
 LARGE = os.environ.get("HOSTILE_MAIL_SIZE", "small") == "large"
-GENERATED = 100_000 if LARGE else 10_000
+GENERATED = int(os.environ.get("HOSTILE_MAIL_MESSAGES", 100_000 if LARGE else 10_000))
 BATCH = 50
 CORPUS_ROUNDS = 3 if LARGE else 1
 MB = 1024 * 1024
