@@ -342,6 +342,14 @@ CORPUS: list[Hostile] = [
         lambda: _text("a@" * (MB // 4) + "." * (MB // 2)),
         False,
     ),
+    Hostile("'www.:' 200,000 times", lambda: _text("www.:" * 200_000), False),
+    Hostile(
+        "a URL ending in 500,000 ')'",
+        lambda: _text(
+            "see https://a.example/x" + ")" * 500_000 + " and (https://b.example/" + "]" * 500_000
+        ),
+        False,
+    ),
     Hostile(
         "100,000 links",
         lambda: _html(
@@ -400,7 +408,7 @@ _ALPHABET = (
 )
 
 
-def _text(rnd: random.Random, size: int = 80) -> str:
+def _random_text(rnd: random.Random, size: int = 80) -> str:
     return "".join(rnd.choice(_ALPHABET) for _ in range(rnd.randrange(size)))
 
 
@@ -411,7 +419,7 @@ def _word(rnd: random.Random) -> str:
 
 def _value(rnd: random.Random) -> str:
     return " ".join(
-        _word(rnd) if rnd.random() < 0.3 else _text(rnd) for _ in range(rnd.randrange(5))
+        _word(rnd) if rnd.random() < 0.3 else _random_text(rnd) for _ in range(rnd.randrange(5))
     )
 
 
@@ -444,11 +452,11 @@ def _part(rnd: random.Random, depth: int) -> bytes:
         headers.append(_header("Content-Type", f"{ctype}; charset={rnd.choice(_CHARSETS)}", eol))
         headers.append(_header("Content-Transfer-Encoding", cte, eol))
         if rnd.random() < 0.5:
-            name = _text(rnd, 40)
+            name = _random_text(rnd, 40)
             headers.append(_header("Content-Disposition", f'attachment; filename="{name}"', eol))
-        text = _text(rnd, 200)
+        text = _random_text(rnd, 200)
         if ctype == "text/html":
-            text = f"<p>{text}</p><a href='https://x.example/{_text(rnd, 20)}'>verify</a>"
+            text = f"<p>{text}</p><a href='https://x.example/{_random_text(rnd, 20)}'>verify</a>"
         body = text.encode("utf-8", "surrogateescape")
         if cte == "base64" and rnd.random() < 0.5:
             body = base64.encodebytes(body)
