@@ -291,6 +291,19 @@ def test_bare_lf_inside_mail_and_rcpt_gets_501(
     session.close()
 
 
+@pytest.mark.parametrize("command", [b"MAIL FROM:<a@example.org>", b"RCPT TO:<{to}>"])
+def test_mail_and_rcpt_ended_by_a_bare_lf_get_501(
+    command: bytes, smtp_server: SmtpServer, inbox: Inbox
+) -> None:
+    session = Raw(smtp_server.port)
+    session.command(b"EHLO client")
+    if command.startswith(b"RCPT"):
+        assert session.command(b"MAIL FROM:<a@example.org>").startswith(b"250")
+    session.send(command.replace(b"{to}", inbox.address.encode()) + b"\n")
+    assert session.reply().startswith(b"501")
+    session.close()
+
+
 def test_clean_mail_and_rcpt_still_accepted(smtp_server: SmtpServer, inbox: Inbox) -> None:
     assert smtp_server.send(_message("clean", inbox.address), to=[inbox.address]) == {}
     assert Email.objects.filter(inbox=inbox).count() == 1
