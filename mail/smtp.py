@@ -203,10 +203,15 @@ class PigeonholeSMTP(SMTP):
     def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
         """``<local@domain> params`` with a dot-atom local part and a plain domain (nearly every
         MAIL and RCPT) without the email package's header parser, which cost ~7 % of the
-        receiver's CPU; anything else (quoted local parts, routes, comments) goes to it."""
+        receiver's CPU; anything else (quoted local parts, routes, comments) goes to it. A path
+        that makes the parser itself fail (``<@`` raises IndexError inside CPython 3.11's email
+        package) is a malformed address (553), not a 500 with a traceback in the log."""
         simple = _SIMPLE_PATH_RE.match(arg)
         if simple is None:
-            return super()._getaddr(arg)
+            try:
+                return super()._getaddr(arg)
+            except Exception:
+                return None, None
         address = simple.group(1)
         if self.local_part_limit and address.index("@") > self.local_part_limit:
             return None, None
