@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import random
+import time
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,7 +42,8 @@ WEBHOOK_EVENTS = (
 TEST_EVENT = "webhook.test"
 IN_PROGRESS = "in progress"
 INTERRUPTED = "interrupted: the worker stopped before the answer was recorded"
-SWEEP_GRACE = timedelta(seconds=10)  # queued deliveries get this long before the sweeper helps
+LEASE_LOST = "not sent: the worker stalled until its lease ran out"
+LEASE_MARGIN = 3.0  # seconds of the lease kept for recording the outcome after the request
 JITTER = 0.1
 
 
@@ -181,14 +184,17 @@ def _schedule() -> list[int]:
 
 
 def lease() -> timedelta:
-    """How long an attempt holds its delivery: longer than any attempt can take."""
+    """How long an attempt holds its delivery: longer than any request can take (the request
+    gets at most what is left of it, less ``LEASE_MARGIN``)."""
     return timedelta(seconds=settings.WEBHOOK_TIMEOUT + 5)
 
 
-def _claim(delivery_id: str) -> bool:
-    now = timezone.now()
+def _claim(delivery_id: str, now: datetime) -> str | None:
+    """Takes the lease of a due, free delivery; its token, or None if another worker holds it
+    or it is not due."""
+    token = uuid.uuid4().hex
     # Workers take delivery ids from their own queue: cross-tenant by design, here and below.
-    return (
+    claimed = (
         Delivery.objects.unscoped()
         .filter(
             Q(leased_until__isnull=True) | Q(leased_until__lt=now),
@@ -196,9 +202,9 @@ def _claim(delivery_id: str) -> bool:
             status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
             next_attempt_at__lte=now,
         )
-        .update(leased_until=now + lease())
-        == 1
+        .update(leased_until=now + lease(), lease_token=token)
     )
+    return token if claimed == 1 else None
 
 
 def signed_request(delivery: Delivery, at: datetime) -> tuple[bytes, dict[str, str]]:
@@ -214,44 +220,72 @@ def signed_request(delivery: Delivery, at: datetime) -> tuple[bytes, dict[str, s
     }
 
 
-def attempt(delivery_id: str) -> Attempt | None:
+def next_attempt(count: int, finished: datetime) -> tuple[str, datetime | None]:
+    """The status and next attempt time of a delivery whose ``count``-th attempt of the series
+    failed at ``finished``: the schedule's ``count``-th delay (±``JITTER``), or ``failed``."""
+    schedule = _schedule()
+    if count > len(schedule):
+        return DeliveryStatus.FAILED, None
+    delay = schedule[count - 1] * random.uniform(1 - JITTER, 1 + JITTER)
+    return DeliveryStatus.RETRYING, finished + timedelta(seconds=delay)
+
+
+def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
     """One attempt of a due delivery, if this worker wins the lease; None otherwise.
 
+    ``now`` is the clock (default: the real one): whether the delivery is due, the attempt's
+    time and the next attempt's are reckoned from it; the request itself runs in real time.
     The attempt is logged before the request goes out and completed after, so a worker killed
     mid-request leaves an ``interrupted`` entry and every request a receiver saw is in the log.
+    The request gets what is left of the lease (at most ``WEBHOOK_TIMEOUT``), and only the
+    holder of the lease records the outcome on the row.
     """
-    if not _claim(delivery_id):
+    now = now or timezone.now()
+    claimed_at = time.monotonic()
+    token = _claim(delivery_id, now)
+    if token is None:
         return None
     delivery = Delivery.objects.unscoped().select_related("endpoint").get(pk=delivery_id)
+    held = Delivery.objects.filter(
+        workspace_id=delivery.workspace_id, pk=delivery.pk, lease_token=token
+    )
     Attempt.objects.filter(delivery=delivery, error=IN_PROGRESS).update(error=INTERRUPTED)
-    started = timezone.now()
+    started = now + timedelta(seconds=time.monotonic() - claimed_at)
     logged = Attempt.objects.create(delivery=delivery, at=started, error=IN_PROGRESS)
     body, headers = signed_request(delivery, started)
-    outcome = sender.post(delivery.endpoint.url, body, headers)
-    schedule = _schedule()
+    left = lease().total_seconds() - LEASE_MARGIN - (time.monotonic() - claimed_at)
+    if left <= 0:  # this worker stalled: let another take the delivery, send nothing
+        logged.error = LEASE_LOST
+        logged.save(update_fields=["error"])
+        held.update(leased_until=None, lease_token="")
+        return logged
+    outcome = sender.post(
+        delivery.endpoint.url, body, headers, deadline=min(settings.WEBHOOK_TIMEOUT, left)
+    )
+    finished = started + timedelta(milliseconds=outcome.duration_ms)
     with transaction.atomic():
         logged.status_code = outcome.status_code
         logged.duration_ms = outcome.duration_ms
         logged.error = outcome.error[:500]
         logged.response_excerpt = outcome.excerpt[:1000]
         logged.save(update_fields=["status_code", "duration_ms", "error", "response_excerpt"])
-        count = delivery.attempt_count + 1
         if outcome.succeeded:
             status, next_at = DeliveryStatus.SUCCEEDED, None
-        elif count <= len(schedule):
-            delay = schedule[count - 1] * random.uniform(1 - JITTER, 1 + JITTER)
-            status, next_at = DeliveryStatus.RETRYING, timezone.now() + timedelta(seconds=delay)
         else:
-            status, next_at = DeliveryStatus.FAILED, None
-        Delivery.objects.filter(workspace_id=delivery.workspace_id, pk=delivery.pk).update(
+            status, next_at = next_attempt(delivery.attempt_count + 1, finished)
+        recorded = held.update(
             status=status,
             attempt_count=F("attempt_count") + 1,
             next_attempt_at=next_at,
             leased_until=None,
+            lease_token="",
             updated_at=timezone.now(),
         )
+    if not recorded:  # cannot happen while attempts end before their lease; logged, not applied
+        logger.warning("attempt of %s outlived its lease; outcome not recorded", delivery.pk)
+        return logged
     if next_at is not None:
-        queue(delivery.pk, countdown=max(0.0, (next_at - timezone.now()).total_seconds()))
+        queue(delivery.pk, countdown=max(0.0, (next_at - finished).total_seconds()))
     return logged
 
 
@@ -271,8 +305,10 @@ def due_deliveries(limit: int = 500, *, overdue_by: timedelta = timedelta(0)) ->
 
 
 def sweep() -> int:
-    """Hands every due delivery to a worker (the broker may have lost it); embedded mode
-    attempts them right here."""
+    """Hands every due delivery to a worker (the broker may have lost it with a killed worker);
+    embedded mode attempts them right here. With a broker, a delivery is queued again only once
+    its task had ``WEBHOOK_SWEEP_GRACE`` to arrive, and at most once per grace: a backlog waiting
+    in the broker is not multiplied on every run."""
     from config.celery import app
 
     if app.conf.task_always_eager:
@@ -280,7 +316,18 @@ def sweep() -> int:
         for delivery_id in due:
             attempt(delivery_id)
         return len(due)
-    due = due_deliveries(overdue_by=SWEEP_GRACE)
+    grace = timedelta(seconds=settings.WEBHOOK_SWEEP_GRACE)
+    due = due_deliveries(overdue_by=grace)
+    if due:
+        # The grace starts again; the row stays due. Only rows still overdue and free: one a
+        # worker finished meanwhile keeps its next attempt time. Cross-tenant, as above.
+        now = timezone.now()
+        Delivery.objects.unscoped().filter(
+            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
+            pk__in=due,
+            status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
+            next_attempt_at__lte=now - grace,
+        ).update(next_attempt_at=now)
     for delivery_id in due:
         queue(delivery_id)
     return len(due)
