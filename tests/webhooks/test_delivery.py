@@ -284,7 +284,7 @@ def test_a_stale_attempt_never_overwrites_the_attempt_that_took_over(
     assert statuses == [200, 500]  # both requests are in the log
 
 
-def test_the_sweeper_requeues_a_delivery_once_per_grace(
+def test_the_sweeper_requeues_what_the_broker_lost_once_per_grace(
     settings, api: Api, receiver: Receiver, workspace: Workspace
 ) -> None:  # type: ignore[no-untyped-def]
     from config.celery import app
@@ -302,13 +302,40 @@ def test_the_sweeper_requeues_a_delivery_once_per_grace(
             queued.append(services.sweep())
             queued.append(services.sweep())  # the grace started again
         with time_machine.travel(timezone.now() + timedelta(seconds=22), tick=False):
+            queued.append(services.sweep())  # its task waits in the queue: not lost
+            with app.connection_for_write() as conn:
+                conn.default_channel.queue_purge(app.conf.task_default_queue)  # now it is
             queued.append(services.sweep())
     finally:
         with app.connection_for_write() as conn:
             conn.default_channel.queue_delete(app.conf.task_default_queue)
         app.conf.task_always_eager, app.conf.task_default_queue = previous
-    assert queued == [0, 1, 0, 1]
+    assert queued == [0, 1, 0, 0, 1]
     assert Delivery.objects.get().status == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweeper_requeues_an_expired_lease_at_once(
+    api: Api, receiver: Receiver, workspace: Workspace
+) -> None:
+    from config.celery import app
+
+    endpoint(api, receiver, events=["inbox.created"])
+    inbox_services.inbox_create(workspace=workspace, local_part="orphan")
+    delivery = Delivery.objects.get()
+    leased = timezone.now() - timedelta(seconds=1)  # a worker died holding it
+    Delivery.objects.filter(pk=delivery.pk).update(leased_until=leased, lease_token="dead")
+    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
+    app.conf.task_always_eager, app.conf.task_default_queue = False, f"test-{uuid.uuid4().hex}"
+    try:
+        assert services.sweep() == 1
+        assert services.sweep() == 0  # once: the lease is cleared
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(app.conf.task_default_queue)
+        app.conf.task_always_eager, app.conf.task_default_queue = previous
+    delivery.refresh_from_db()
+    assert delivery.leased_until is None and delivery.lease_token == ""
 
 
 def test_private_target_refused_at_send_time(
