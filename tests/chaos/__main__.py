@@ -129,6 +129,7 @@ def _webhook_kills(events: int) -> bool:
         and figures.pending_at_end == 0
         and not figures.pending_after_30s  # None: drained within 30 s
         and figures.statuses == {"succeeded": events}
+        and figures.second_2xx <= figures.interrupted_attempts <= figures.kills
     )
 
 
