@@ -7,8 +7,8 @@ the service workers run:
   the default ``WEBHOOK_RETRY_SCHEDULE`` (10, 40, 180, 660, 2580 s). The clock passed to
   ``attempt(now=...)`` is moved to each delivery's stored ``next_attempt_at`` (the row is the
   truth); one second earlier the delivery must not be claimable. Exactly 6 attempts per
-  delivery, each gap within ±20 % of its step of the schedule, then ``failed`` (and no 7th
-  attempt however late the clock).
+  delivery, each gap (from the end of a failed attempt to the start of the next) within ±20 % of
+  its step of the schedule, then ``failed`` (and no 7th attempt however late the clock).
 - **timeouts** (real clock): receivers that answer after 11 s, one sleeping before the status
   line and one trickling its body a byte a second (a per-read timeout would never fire): each
   attempt is logged as a timeout whose duration is 10 s ± 0.5 s (``WEBHOOK_TIMEOUT`` = 10).
@@ -187,11 +187,13 @@ def _drive(delivery_ids: list[str], figures: Figures) -> None:
 def _schedule_figures(delivery_ids: list[str], figures: Figures) -> None:
     from webhooks.models import Attempt, Delivery
 
-    per_delivery: dict[str, list[datetime]] = {d: [] for d in delivery_ids}
-    for delivery_id, at in Attempt.objects.filter(delivery__in=delivery_ids).values_list(
-        "delivery_id", "at"
-    ):
-        per_delivery[delivery_id].append(at)
+    # (start, end) of each attempt: a step of the schedule runs from the end of the failed
+    # attempt (its answer) to the start of the next.
+    per_delivery: dict[str, list[tuple[datetime, datetime]]] = {d: [] for d in delivery_ids}
+    for delivery_id, at, duration_ms in Attempt.objects.filter(
+        delivery__in=delivery_ids
+    ).values_list("delivery_id", "at", "duration_ms"):
+        per_delivery[delivery_id].append((at, at + timedelta(milliseconds=duration_ms)))
     figures.attempts = dict(Counter(len(times) for times in per_delivery.values()))
     ratios = []
     for delivery_id, times in per_delivery.items():
@@ -199,7 +201,7 @@ def _schedule_figures(delivery_ids: list[str], figures: Figures) -> None:
         for step, (a, b) in enumerate(itertools.pairwise(times)):
             if step >= len(SCHEDULE):
                 break
-            ratio = (b - a).total_seconds() / SCHEDULE[step]
+            ratio = (b[0] - a[1]).total_seconds() / SCHEDULE[step]
             ratios.append(ratio)
             if abs(ratio - 1) > BAND:
                 figures.gaps_out_of_band += 1
