@@ -60,6 +60,7 @@ bench: install
 		$(BIN)/python -m tests.benchmarks.scale
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.benchmarks.scaleout
+	$(BIN)/python -m tests.benchmarks.summary
 
 chaos: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \

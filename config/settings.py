@@ -191,7 +191,10 @@ WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", defaul
 WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])
 ]
-WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=10.0)
+WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=10.0)  # total seconds of one attempt
+# The sweeper queues a due delivery again once its task had this long to arrive (a killed worker
+# takes its task with it), and at most once per this many seconds.
+WEBHOOK_SWEEP_GRACE = env.float("WEBHOOK_SWEEP_GRACE", default=10.0)
 OUTBOX_APPROVAL_HOURS = env.int("OUTBOX_APPROVAL_HOURS", default=72)
 # How long a delivery attempt holds its outbox item: a worker killed mid-attempt leaves it to
 # another after this long. Longer than any attempt can take (see EMAIL_TIMEOUT).

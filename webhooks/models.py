@@ -100,6 +100,9 @@ class Delivery(models.Model):
     attempt_count = models.PositiveIntegerField(default=0)  # of the current series (replay resets)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     leased_until = models.DateTimeField(null=True, blank=True)
+    # Names the attempt that holds the lease: only that attempt may record its outcome, so a
+    # worker that outlived its lease cannot overwrite the result of the attempt that took over.
+    lease_token = models.CharField(max_length=32, blank=True, default="", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

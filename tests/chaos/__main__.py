@@ -1,9 +1,11 @@
 """The large size of the fault scenarios (``make chaos``): ``python -m tests.chaos``.
 
-Runs against a database of its own (``pigeonhole_chaos``: dropped, created, migrated) and
-prints the figures the README reports. Built so far: scenario 1 (acknowledged mail survives
-smtpd crashes), scenario 2 (``250`` only after commit), scenario 5 (approval is a hard gate under
-worker kills) and scenario 6 (real time without gaps across web restarts).
+Runs against a database of its own (``chaos_<name of DATABASE_URL's database>``: dropped,
+created, migrated; helpers sharing a server do not collide) and prints the figures the README
+reports. Built so far: scenario 1 (acknowledged mail survives smtpd crashes), scenario 2 (``250``
+only after commit), scenario 3 (webhooks at least once, never twice at once, under worker
+kills), scenario 4 (retry schedule fidelity), scenario 5 (approval is a hard gate under worker
+kills) and scenario 6 (real time without gaps across web restarts). ``--only 3 4`` runs some.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import subprocess
 import sys
 import time
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
@@ -22,6 +25,7 @@ from tests.benchmarks.database import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, w
 from tests.live import ROOT
 
 DB = "pigeonhole_chaos"
+SCENARIOS = ("1", "2", "3", "4", "5", "6")
 
 
 def _recreate(base: str, create: bool) -> None:
@@ -41,8 +45,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--wait-trials", type=int, default=1000)
     parser.add_argument("--stream-events", type=int, default=1000)
+    parser.add_argument("--webhook-events", type=int, default=2000)
+    parser.add_argument(
+        "--retry-deliveries", type=int, default=200, help="always-failing ones (scenario 4)"
+    )
+    parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=SCENARIOS)
     args = parser.parse_args(argv)
     base = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
+    global DB
+    DB = f"chaos_{urlsplit(base).path.lstrip('/') or 'pigeonhole'}"
+    only = set(args.only)
+    ok = True
     os.environ.update(
         DATABASE_URL=with_database(base, DB),
         REDIS_URL=os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL,
@@ -59,39 +72,86 @@ def main(argv: list[str] | None = None) -> int:
         from tests.chaos import commit_faults, smtp_crash
 
         workspace = workspace_get_or_create(name="chaos")
-        addresses = [
-            inbox_create(workspace=workspace, local_part=f"chaos{n}", ttl_minutes=None).address
-            for n in range(20)
-        ]
-        started = time.monotonic()
-        figures = smtp_crash.run(
-            DB, addresses, messages=args.messages, duration_s=args.duration, limit_s=1800
-        )
-        report = {k: v for k, v in figures.__dict__.items() if k != "details"}
-        report["seconds"] = round(time.monotonic() - started, 1)
-        print(json.dumps({"scenario 1: acknowledged mail survives crashes": report}, indent=2))
-        for line in figures.details[:20]:
-            print(line)
-        ok = figures.lost == 0 and figures.duplicates == 0 and figures.hash_mismatches == 0
-        faults_inbox = inbox_create(workspace=workspace, local_part="faults", ttl_minutes=None)
-        for result in commit_faults.run(
-            DB, faults_inbox.pk, faults_inbox.address, attempts=args.fault_attempts
-        ):
-            print(json.dumps({f"scenario 2: fault in the {result.fault}": result.__dict__}))
-            ok = ok and (
-                result.answered_4xx == result.attempts
-                and not any(result.leftover_rows.values())
-                and result.counters == (0, 0)
-                and result.stored_after_retry == 1
+        if "1" in only:
+            addresses = [
+                inbox_create(workspace=workspace, local_part=f"chaos{n}", ttl_minutes=None).address
+                for n in range(20)
+            ]
+            started = time.monotonic()
+            figures = smtp_crash.run(
+                DB, addresses, messages=args.messages, duration_s=args.duration, limit_s=1800
             )
-        ok = _approval_gate(args.approval_sends) and ok
-        ok = _realtime(args.wait_trials, args.stream_events) and ok
+            report = {k: v for k, v in figures.__dict__.items() if k != "details"}
+            report["seconds"] = round(time.monotonic() - started, 1)
+            print(json.dumps({"scenario 1: acknowledged mail survives crashes": report}, indent=2))
+            for line in figures.details[:20]:
+                print(line)
+            ok = ok and figures.lost == figures.duplicates == figures.hash_mismatches == 0
+        if "2" in only:
+            faults_inbox = inbox_create(workspace=workspace, local_part="faults", ttl_minutes=None)
+            for result in commit_faults.run(
+                DB, faults_inbox.pk, faults_inbox.address, attempts=args.fault_attempts
+            ):
+                print(json.dumps({f"scenario 2: fault in the {result.fault}": result.__dict__}))
+                ok = ok and (
+                    result.answered_4xx == result.attempts
+                    and not any(result.leftover_rows.values())
+                    and result.counters == (0, 0)
+                    and result.stored_after_retry == 1
+                )
+        if "3" in only:
+            ok = _webhook_kills(args.webhook_events) and ok
+        if "4" in only:
+            ok = _retry_fidelity(args.retry_deliveries) and ok
+        if "5" in only:
+            ok = _approval_gate(args.approval_sends) and ok
+        if "6" in only:
+            ok = _realtime(args.wait_trials, args.stream_events) and ok
     finally:
         from django.db import connections
 
         connections.close_all()
         _recreate(base, create=False)
     return 0 if ok else 1
+
+
+def _webhook_kills(events: int) -> bool:
+    from tests.chaos import webhook_kills
+
+    figures = webhook_kills.run(DB, events=events, min_kills=10)
+    report = {k: v for k, v in figures.__dict__.items() if k != "details"}
+    print(json.dumps({"scenario 3: webhooks at least once, never twice at once": report}, indent=2))
+    for line in figures.details[:20]:
+        print(line)
+    return (
+        figures.deliveries == events
+        and figures.lost == figures.overlaps == figures.unlogged_requests == 0
+        and figures.pending_at_end == 0
+        and not figures.pending_after_30s  # None: drained within 30 s
+        and figures.statuses == {"succeeded": events}
+        and figures.second_2xx <= figures.interrupted_attempts <= figures.kills
+    )
+
+
+def _retry_fidelity(failing: int) -> bool:
+    from tests.chaos import retry_fidelity
+
+    slow, redirected = max(2, failing // 20), max(5, failing // 4)
+    figures = retry_fidelity.run(DB, failing=failing, slow=slow, redirected=redirected)
+    report = {k: v for k, v in figures.__dict__.items() if k != "details"}
+    print(json.dumps({"scenario 4: retry schedule fidelity": report}, indent=2))
+    for line in figures.details[:20]:
+        print(line)
+    attempts = len(retry_fidelity.SCHEDULE) + 1
+    return (
+        figures.attempts == {attempts: failing}
+        and figures.requests_seen == attempts * failing
+        and figures.early_claims == figures.late_claims == figures.gaps_out_of_band == 0
+        and figures.wrong_final == 0
+        and figures.timeouts_logged == figures.timeouts_in_band == 2 * slow
+        and figures.redirect_attempts == figures.redirect_failures_logged == attempts * redirected
+        and figures.redirect_target_hits == 0
+    )
 
 
 def _approval_gate(per_kind: int) -> bool:

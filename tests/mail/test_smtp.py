@@ -163,6 +163,21 @@ def test_unknown_recipient_refused_at_rcpt(smtp_server: SmtpServer, inbox: Inbox
     assert Email.objects.count() == 0
 
 
+def test_unparsable_paths_are_malformed_addresses(smtp_server: SmtpServer, inbox: Inbox) -> None:
+    """``<@`` crashes the stdlib address parser: a 553 for it, never a 500, and the session
+    goes on to deliver."""
+    with smtp_server.client() as smtp:
+        smtp.ehlo()
+        code, reply = smtp.docmd("MAIL", "FROM:<@")
+        assert code == 553, reply
+        smtp.mail("x@example.org")
+        code, reply = smtp.docmd("RCPT", 'TO:<"')
+        assert code == 553, reply
+        smtp.rcpt(inbox.address)
+        smtp.data(message(to=inbox.address))
+    assert Email.objects.filter(inbox=inbox).count() == 1
+
+
 def test_expired_inbox_refused_and_event(smtp_server: SmtpServer, workspace: Workspace) -> None:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="old", ttl_minutes=1)
     later = time_machine.travel(timezone.now() + timedelta(minutes=2), tick=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -250,6 +251,91 @@ def test_one_attempt_at_a_time(api: Api, receiver: Receiver, workspace: Workspac
         thread.join()
     assert sum(r is not None for r in results) == 1
     assert len(receiver.requests) == 1 and receiver.overlaps == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stale_attempt_never_overwrites_the_attempt_that_took_over(
+    api: Api, receiver: Receiver, workspace: Workspace
+) -> None:
+    """A worker that outlives its lease (here: the second attempt runs on a clock moved past
+    it) loses the row: only the lease holder records an outcome."""
+    endpoint(api, receiver, events=["inbox.created"])
+    receiver.script = [(500, 1.5), (200, 0.0)]  # the first is still in flight when the second ends
+    inbox_services.inbox_create(workspace=workspace, local_part="stale")
+    delivery_id = services.due_deliveries()[0]
+    results: list[object] = []
+
+    def stale() -> None:
+        try:
+            results.append(services.attempt(delivery_id))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=stale)
+    thread.start()
+    receiver.wait_for(1)
+    later = timezone.now() + services.lease() + timedelta(seconds=1)
+    assert services.attempt(delivery_id, now=later) is not None
+    thread.join()
+    delivery = Delivery.objects.get()
+    assert delivery.status == "succeeded" and delivery.attempt_count == 1
+    assert delivery.leased_until is None and delivery.lease_token == ""
+    statuses = sorted(a.status_code for a in delivery.attempts.all())
+    assert statuses == [200, 500]  # both requests are in the log
+
+
+def test_the_sweeper_requeues_what_the_broker_lost_once_per_grace(
+    settings, api: Api, receiver: Receiver, workspace: Workspace
+) -> None:  # type: ignore[no-untyped-def]
+    from config.celery import app
+
+    endpoint(api, receiver, events=["inbox.created"])
+    inbox_services.inbox_create(workspace=workspace, local_part="swept")
+    settings.WEBHOOK_SWEEP_GRACE = 10.0
+    queued, previous = [], (app.conf.task_always_eager, app.conf.task_default_queue)
+    # A broker (the sweeper queues instead of attempting), on a queue of this test's own.
+    app.conf.task_always_eager, app.conf.task_default_queue = False, f"test-{uuid.uuid4().hex}"
+    try:
+        with time_machine.travel(timezone.now() + timedelta(seconds=5), tick=False):
+            queued.append(services.sweep())  # inside the grace: its task may still arrive
+        with time_machine.travel(timezone.now() + timedelta(seconds=11), tick=False):
+            queued.append(services.sweep())
+            queued.append(services.sweep())  # the grace started again
+        with time_machine.travel(timezone.now() + timedelta(seconds=22), tick=False):
+            queued.append(services.sweep())  # its task waits in the queue: not lost
+            with app.connection_for_write() as conn:
+                conn.default_channel.queue_purge(app.conf.task_default_queue)  # now it is
+            queued.append(services.sweep())
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(app.conf.task_default_queue)
+        app.conf.task_always_eager, app.conf.task_default_queue = previous
+    assert queued == [0, 1, 0, 0, 1]
+    assert Delivery.objects.get().status == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweeper_requeues_an_expired_lease_at_once(
+    api: Api, receiver: Receiver, workspace: Workspace
+) -> None:
+    from config.celery import app
+
+    endpoint(api, receiver, events=["inbox.created"])
+    inbox_services.inbox_create(workspace=workspace, local_part="orphan")
+    delivery = Delivery.objects.get()
+    leased = timezone.now() - timedelta(seconds=1)  # a worker died holding it
+    Delivery.objects.filter(pk=delivery.pk).update(leased_until=leased, lease_token="dead")
+    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
+    app.conf.task_always_eager, app.conf.task_default_queue = False, f"test-{uuid.uuid4().hex}"
+    try:
+        assert services.sweep() == 1
+        assert services.sweep() == 0  # once: the lease is cleared
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(app.conf.task_default_queue)
+        app.conf.task_always_eager, app.conf.task_default_queue = previous
+    delivery.refresh_from_db()
+    assert delivery.leased_until is None and delivery.lease_token == ""
 
 
 def test_private_target_refused_at_send_time(
