@@ -71,7 +71,8 @@ chaos: install
 # 252 hand-made vectors each in a message of its own plus 2,000 mutated ones, in Chromium (about
 # 13 minutes here). Tenancy: 10,000 events in one workspace (SMTP mail, refusals, API changes),
 # none of them at the other workspace's wait, stream or webhook. The schema fuzzer: 1,000 examples
-# per operation against a live daphne (make test runs 100).
+# per operation against a live daphne (make test runs 100). Hostile mail: 100,000 generated and
+# mutated messages through the receive pipeline, the hostile corpus three times, the SMTP limits.
 fuzz: install browser
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		SIGNATURES_KEYS_SIZE=large CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider -s \
@@ -85,6 +86,9 @@ fuzz: install browser
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		CONN_MAX_AGE=0 FUZZ_EXAMPLES=1000 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 		tests/security/test_schema_fuzz.py
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		CONN_MAX_AGE=0 HOSTILE_MAIL_SIZE=large $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/security/test_hostile_mail.py tests/security/test_smtp_limits.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache

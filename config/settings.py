@@ -178,6 +178,10 @@ INBOX_DOMAINS = [d.strip().lower() for d in env.list("INBOX_DOMAINS", default=["
 SMTP_PORT = env.int("SMTP_PORT", default=2525)
 SMTP_HOSTNAME = env.str("SMTP_HOSTNAME", default=INBOX_DOMAINS[0] if INBOX_DOMAINS else "localhost")
 MAX_MESSAGE_BYTES = env.int("MAX_MESSAGE_BYTES", default=26_214_400)
+# An SMTP session that sends nothing for this long is closed (RFC 5321 4.5.3.2.7: 5 minutes).
+SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
+# Concurrent SMTP sessions per client IP address; the next one gets 421 and is closed.
+SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
 # Largest API request body. The biggest documented body (send: text up to 1,000,000 and html up
 # to 2,000,000 characters) is 18 MB at six bytes a character (JSON \u escapes); larger bodies
 # get 413 payload_too_large.

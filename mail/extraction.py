@@ -710,12 +710,18 @@ def _url_spans(text: str) -> list[tuple[int, int]]:
         spans.append((start, end))
         last = end
     if "www." in text:
+        last = 0
         for m in _WWW_RE.finditer(text):
             start = m.start()
+            # inside the previous address: its tail already ran to the end of this one (without
+            # the skip, "www.:" repeated would scan to the end of the run from every "www.")
+            if start < last:
+                continue
             if start > 0 and (text[start - 1].isalnum() or text[start - 1] in "./-@"):
                 continue
             tail = _URL_TAIL_RE.match(text, m.end())
-            spans.append((start, tail.end() if tail is not None else m.end()))
+            last = tail.end() if tail is not None else m.end()
+            spans.append((start, last))
     return spans
 
 
@@ -1145,14 +1151,19 @@ def _is_http(url: str) -> bool:
 
 
 def _trim_url(url: str) -> str:
-    while url and url[-1] in _TRAILING:
-        last = url[-1]
-        if last == ")" and url.count("(") >= url.count(")"):
-            break
-        if last == "]" and url.count("[") >= url.count("]"):
-            break
-        url = url[:-1]
-    return url
+    # The bracket counts are kept as the end moves (counting again on every step would be
+    # quadratic in a URL ending in a long run of ")").
+    end = len(url)
+    opened = {")": url.count("("), "]": url.count("[")}
+    closed = {")": url.count(")"), "]": url.count("]")}
+    while end and url[end - 1] in _TRAILING:
+        last = url[end - 1]
+        if last in closed:
+            if opened[last] >= closed[last]:
+                break
+            closed[last] -= 1
+        end -= 1
+    return url[:end]
 
 
 def _text_urls(text: str) -> list[str]:
@@ -1191,9 +1202,15 @@ def _header_urls(value: str) -> list[str]:
     return [url for url in (item.strip() for item in items) if url and _is_http(url)]
 
 
+_SUBJECT_SCAN = 4096
+
+
 def _kind_positions(value: str) -> dict[str, int]:
-    """Each link kind named in ``value`` (whole words) with the position of its first word."""
-    low = value.lower()
+    """Each link kind named in ``value`` (whole words) with the position of its first word.
+
+    Only the first ``_SUBJECT_SCAN`` characters are read: a subject names its link's kind near
+    its start, and a hostile megabyte of words would cost a Python step per word."""
+    low = value[:_SUBJECT_SCAN].lower()
     found: dict[str, int] = {}
     matches = list(_TOKEN_RE.finditer(low))
     words = [m.group() for m in matches]

@@ -10,18 +10,25 @@
   ``250``. The ``SIZE`` extension is advertised; a larger message gets ``552 5.3.4``.
 - RCPT: an inbox admitted moments ago is admitted again from memory (:class:`AdmittedInboxes`);
   a refusal is never cached, and DATA re-reads and locks every inbox before storing.
+- Hostile clients: command lines over 1,024 bytes get ``500``, and are never buffered whole; DATA
+  is read in blocks of 64 KB and nothing past ``MAX_MESSAGE_BYTES`` is kept; only ``CRLF . CRLF``
+  ends DATA (no SMTP smuggling); CR, LF or NUL inside MAIL or RCPT gets ``501``; a session idle
+  for ``SMTP_IDLE_TIMEOUT`` seconds is closed; a client IP with ``SMTP_MAX_CONNECTIONS_PER_IP``
+  open sessions gets ``421`` for the next one.
 - The listening socket uses ``SO_REUSEPORT`` so several ``smtpd`` processes can share one port.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import time
+from collections import Counter
 from typing import Any
 
-from aiosmtpd.smtp import SMTP, Envelope, Session
+from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session, syntax
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
@@ -142,6 +149,7 @@ class Handler:
     def __init__(self) -> None:
         self.group_commit = GroupCommit()
         self.admitted = AdmittedInboxes()
+        self.connections: Counter[str] = Counter()  # open sessions per client IP address
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -189,6 +197,101 @@ class Handler:
         return refusal.smtp_reply
 
 
+COMMAND_LINE_LIMIT = 1024  # bytes a command line may take, CRLF included (RFC 5321: 512)
+DATA_LINE_LIMIT = 65_536  # real mail breaks RFC 5321's 1,000; still bounded
+DATA_BLOCK = 64 * 1024  # DATA is read in blocks of at most this many bytes
+BAD_CHARACTERS = "501 5.5.2 Syntax error: CR, LF or NUL in the command"
+TOO_MANY_CONNECTIONS = b"421 4.7.0 Too many connections from your address\r\n"
+LINE_TOO_LONG = "500 5.5.2 Line too long"
+
+
+class _CommandReader(asyncio.StreamReader):
+    """The session's stream; remembers the last command line exactly as it arrived (aiosmtpd
+    strips CR and LF from it before a command handler sees it)."""
+
+    last_line = b""
+
+    async def readuntil(self, separator: bytes = b"\n") -> bytes:
+        line = await super().readuntil(separator)
+        self.last_line = line
+        return line
+
+
+class DataReader:
+    """The DATA payload, fed in blocks: finds the end of data (``CRLF . CRLF`` and nothing
+    else, so a bare ``LF . LF``, ``CR . CR`` or the like is message content, never an end that
+    could smuggle a second message), undoes dot-stuffing, and keeps nothing past the limits: once
+    the message is over ``size_limit`` bytes, or a line over ``line_limit``, what follows is
+    read and thrown away until the end of data. Memory: the kept message plus one block."""
+
+    def __init__(self, size_limit: int | None, line_limit: int) -> None:
+        self.size_limit, self.line_limit = size_limit, line_limit
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.line_size = 0
+        self.pending = bytearray()
+        self.mid_line = False  # pending continues a line begun in an earlier block
+        self.too_much = self.too_long = False
+
+    def feed(self, block: bytes) -> bytes | None:
+        """Takes one block; returns what follows the end of data once it is found, else None."""
+        self.pending += block
+        pending, pos = self.pending, 0
+        while True:
+            end = pending.find(b"\r\n", pos)
+            if end < 0:
+                break
+            if not self.mid_line and end - pos == 1 and pending[pos] == 0x2E:  # "." CRLF
+                rest = bytes(pending[end + 2 :])
+                self.pending = bytearray()
+                return rest
+            self._take(bytes(pending[pos : end + 2]))
+            self.mid_line = False
+            self.line_size = 0
+            pos = end + 2
+        del pending[:pos]
+        if len(pending) > DATA_BLOCK:  # a long line: take its start, keep a CR that may end it
+            keep = 1 if pending.endswith(b"\r") else 0
+            self._take(bytes(pending[: len(pending) - keep]))
+            del pending[: len(pending) - keep]
+            self.mid_line = True
+        return None
+
+    def _take(self, piece: bytes) -> None:
+        if not self.mid_line and piece.startswith(b"."):
+            piece = piece[1:]
+        self.size += len(piece)
+        self.line_size += len(piece)
+        if self.line_size > self.line_limit:
+            self.too_long = True
+        if self.size_limit and self.size > self.size_limit:
+            self.too_much = True
+        if self.too_long or self.too_much:
+            self.parts.clear()
+        else:
+            self.parts.append(piece)
+
+    @property
+    def content(self) -> bytes:
+        return b"".join(self.parts)
+
+
+def _no_control_characters(method: Any) -> Any:
+    """MAIL and RCPT: a command line with a CR, LF or NUL other than its final CRLF is
+    refused with ``501`` (aiosmtpd would strip or split them and accept the rest)."""
+
+    @functools.wraps(method)
+    async def checked(self: PigeonholeSMTP, arg: str | None) -> None:
+        line = self._reader.last_line
+        body = line[:-2] if line.endswith(b"\r\n") else None
+        if body is None or b"\r" in body or b"\n" in body or b"\x00" in body:
+            await self.push(BAD_CHARACTERS)
+            return
+        await method(self, arg)
+
+    return checked
+
+
 _ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 _SIMPLE_PATH_RE = re.compile(
     rf"<({_ATEXT}(?:\.{_ATEXT})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(?:[ \t]+(?=[^ \t(])|\Z)"
@@ -196,9 +299,13 @@ _SIMPLE_PATH_RE = re.compile(
 
 
 class PigeonholeSMTP(SMTP):
-    """aiosmtpd's server with our reply for oversized messages (and its event)."""
+    """aiosmtpd's server, hardened: command lines of at most ``COMMAND_LINE_LIMIT`` bytes,
+    DATA read in bounded blocks (:class:`DataReader`), ``501`` for control characters in
+    MAIL and RCPT, sessions idle for ``SMTP_IDLE_TIMEOUT`` closed, at most
+    ``SMTP_MAX_CONNECTIONS_PER_IP`` sessions per client address (``421`` for the next), and
+    our reply (and event) for oversized messages."""
 
-    line_length_limit = 65_536  # real mail breaks RFC 5321's 1,000; still bounded
+    line_length_limit = COMMAND_LINE_LIMIT  # aiosmtpd's stream limit: commands only, here
 
     def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
         """``<local@domain> params`` with a dot-atom local part and a plain domain (nearly every
@@ -217,8 +324,87 @@ class PigeonholeSMTP(SMTP):
             return None, None
         return address, arg[simple.end() :]
 
-    async def push(self, status: str) -> None:
-        if status.startswith("552 Error:"):
+    def __init__(self, handler: Handler, **kwargs: Any) -> None:
+        super().__init__(handler, **kwargs)
+        # The stream aiosmtpd made, replaced by one that remembers the raw command line.
+        asyncio.StreamReaderProtocol.__init__(
+            self,
+            _CommandReader(limit=COMMAND_LINE_LIMIT, loop=self.loop),
+            client_connected_cb=self._cb_client_connected,
+            loop=self.loop,
+        )
+        self.connections = handler.connections
+        self.client_ip: str | None = None
+        self.refused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        peer = transport.get_extra_info("peername")
+        ip = peer[0] if isinstance(peer, tuple) and peer else None
+        if ip is not None and self.connections[ip] >= settings.SMTP_MAX_CONNECTIONS_PER_IP:
+            self.refused = True
+            transport.write(TOO_MANY_CONNECTIONS)  # type: ignore[attr-defined]
+            transport.close()
+            return
+        self.client_ip = ip
+        if ip is not None:
+            self.connections[ip] += 1
+        super().connection_made(transport)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if self.refused:
+            return
+        if self.client_ip is not None:
+            self.connections[self.client_ip] -= 1
+            if self.connections[self.client_ip] <= 0:
+                del self.connections[self.client_ip]
+            self.client_ip = None
+        super().connection_lost(error)
+
+    def eof_received(self) -> bool | None:
+        if self.refused:
+            return False
+        return super().eof_received()
+
+    smtp_MAIL = _no_control_characters(SMTP.smtp_MAIL)
+    smtp_RCPT = _no_control_characters(SMTP.smtp_RCPT)
+
+    @syntax("DATA")
+    async def smtp_DATA(self, arg: str | None) -> None:
+        if await self.check_helo_needed() or await self.check_auth_needed("DATA"):
+            return
+        assert self.envelope is not None
+        if not self.envelope.rcpt_tos:
+            await self.push("503 Error: need RCPT command")
+            return
+        if arg:
+            await self.push("501 Syntax: DATA")
+            return
+        await self.push("354 End data with <CR><LF>.<CR><LF>")
+        data = DataReader(self.data_size_limit, DATA_LINE_LIMIT)
+        while True:
+            block = await self._reader.read(DATA_BLOCK)
+            if not block:  # the client went away mid-message
+                if self.transport is not None:
+                    self.transport.close()
+                return
+            self._reset_timeout()  # idle means sending nothing; a long upload is not idle
+            rest = data.feed(block)
+            if rest is not None:
+                break
+        if rest:  # pipelined commands after the end of data: back into the stream
+            self._reader._buffer[:0] = rest  # type: ignore[attr-defined]
+        if data.too_much or data.too_long:  # the reply first: push() reads the envelope
+            await self.push("552 Error: Too much mail data" if data.too_much else LINE_TOO_LONG)
+            self._set_post_data_state()
+            return
+        content = data.content
+        self.envelope.content = self.envelope.original_content = content
+        status = await self._call_handler_hook("DATA")
+        self._set_post_data_state()
+        await self.push("250 OK" if status is MISSING else status)
+
+    async def push(self, status: str | bytes) -> None:
+        if isinstance(status, str) and status.startswith("552 Error:"):
             envelope = self.envelope
             if envelope is not None and envelope.rcpt_tos:
                 rcpts, sender = list(envelope.rcpt_tos), envelope.mail_from or ""
@@ -238,7 +424,7 @@ def make_protocol(handler: Handler) -> PigeonholeSMTP:
         decode_data=False,
         hostname=settings.SMTP_HOSTNAME,
         ident="Pigeonhole ESMTP",
-        timeout=300,
+        timeout=settings.SMTP_IDLE_TIMEOUT,
     )
 
 
