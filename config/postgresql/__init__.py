@@ -1,0 +1,1 @@
+"""Django's PostgreSQL backend with bulk inserts as ``VALUES`` rows (see :mod:`.compiler`)."""
