@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -40,9 +41,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         import daphne.server  # installs the asyncio reactor before anything imports twisted
+        from daphne.access import AccessLogGenerator
 
         from config.asgi import application
         from config.celery import app
+        from config.web import RedactingServer
         from mail.smtp import start_server
 
         # The apps' tasks modules are imported by a Celery worker at start-up, not by the app:
@@ -67,10 +70,13 @@ class Command(BaseCommand):
                 f"smtp://{options['smtp_host']}:{options['smtp_port']}  (Ctrl-C stops everything)"
             )
 
-        server = daphne.server.Server(
+        # The access log on stdout, as the production web process (config.web) writes it:
+        # with ?access_token= values redacted.
+        server = RedactingServer(
             application=application,
             endpoints=[f"tcp:port={options['port']}:interface={options['host']}"],
             ready_callable=ready,
             verbosity=1,
+            action_logger=AccessLogGenerator(sys.stdout),
         )
         server.run()
