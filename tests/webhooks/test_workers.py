@@ -17,6 +17,9 @@ from tests.webhooks.receiver import Receiver
 from webhooks import services
 from webhooks.models import Delivery
 
+# Celery worker processes killed and replaced: embedded mode has no worker (README, Tests).
+pytestmark = pytest.mark.topology_production
+
 
 class Worker:
     def __init__(self, env: dict[str, str]) -> None:
