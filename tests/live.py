@@ -142,7 +142,10 @@ class Stack:
         self.env = env
         self.smtp_port, self.http_port = free_port(), free_port()
         if embedded():
-            serve = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1"]
+            # Under the network guard of tests.security.schema_server: its periodic jobs would
+            # otherwise deliver the webhooks of test data (https://hooks.example.com/...) for real.
+            serve = [sys.executable, "-m", "tests.security.schema_server", "serve"]
+            serve += ["--host", "127.0.0.1"]
             serve += ["--port", str(self.http_port), "--smtp-host", "127.0.0.1"]
             serve += ["--smtp-port", str(self.smtp_port)]
             self.web = self.smtp = Process(serve, self.http_port, env, also=(self.smtp_port,))

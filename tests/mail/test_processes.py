@@ -47,7 +47,7 @@ def test_two_smtpd_processes_share_a_port(two_receivers: int, workspace: Workspa
     assert subjects == sorted(f"m{i}" for i in range(30))
 
 
-def test_embedded_mode_in_one_process(receiver: Receiver) -> None:
+def test_embedded_mode_in_one_process(receiver: Receiver) -> None:  # noqa: F811
     """`manage.py serve` on SQLite with no Redis: HTTP, SMTP, wait, the log and the periodic jobs
     (here the webhook sweeper, which delivers in embedded mode) in one process."""
     with tempfile.TemporaryDirectory() as tmp:

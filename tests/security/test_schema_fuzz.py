@@ -127,9 +127,7 @@ def fuzz_stack(transactional_db: None, tmp_path: Path) -> Iterator[tuple[Stack, 
         GUARD_LOG=str(tmp_path / "guard.log"),
         LOG_LEVEL="ERROR",  # stderr then holds only what went wrong
     )
-    if embedded():  # the one `manage.py serve` process (no access log: calls are not counted)
-        stack.web.argv[1:2] = ["-m", "tests.security.schema_server"]
-    else:
+    if not embedded():  # embedded: tests.live runs `serve` under this guard already
         stack.web.argv = [
             sys.executable,
             "-m",
