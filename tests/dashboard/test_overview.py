@@ -77,7 +77,11 @@ def _expect_stats_match(page, api: httpx.Client) -> dict:  # type: ignore[no-unt
 
 
 def test_overview_shows_the_numbers_of_stats_and_the_charts(
-    page, stack, team: Team, receiver, settings  # noqa: F811
+    page,
+    stack,
+    team: Team,
+    receiver,  # noqa: F811
+    settings,
 ) -> None:  # type: ignore[no-untyped-def]
     key = key_services.api_key_create(
         workspace=team.workspace,
