@@ -50,14 +50,15 @@ test: install browser
 
 # The suite again in embedded mode (what make run uses): SQLite under var/embedded-test, no Redis,
 # the in-memory channel layer, jobs in-process. The tests marked topology_production (Celery
-# workers, the Redis broker, several web processes) are left out: README, Tests.
+# workers, the Redis broker, several web processes) are left out, and the two sized matrices run
+# smaller (their full size runs against PostgreSQL just before): README, Tests.
 EMBEDDED_TEST_DIR := $(CURDIR)/var/embedded-test
 test-embedded: install
 	rm -rf $(EMBEDDED_TEST_DIR) && mkdir -p $(EMBEDDED_TEST_DIR)
 	env -u REDIS_URL DATABASE_URL=sqlite:///$(EMBEDDED_TEST_DIR)/pigeonhole.sqlite3 \
 		$(BIN)/python -m tests.preflight
 	env -u REDIS_URL DATABASE_URL=sqlite:///$(EMBEDDED_TEST_DIR)/pigeonhole.sqlite3 \
-		CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider
+		FUZZ_EXAMPLES=25 SECURITY_EVENTS=200 CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider
 
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
