@@ -177,6 +177,9 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     not exist there. Every other test runs in both configurations."""
     from tests.live import embedded
 
+    for item in items:  # the browser tests, by the fixture they all use
+        if "_playwright" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
     if not embedded():
         return
     keep, drop = [], []
