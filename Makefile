@@ -1,4 +1,4 @@
-# Pigeonhole — `make run` (embedded quick start) and `make test` (PostgreSQL + Redis).
+# Pigeonhole — `make run` (embedded quick start) and `make test` (PostgreSQL + Redis, then embedded).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test lint bench chaos fuzz clean browser
+.PHONY: install run test test-embedded lint bench chaos fuzz clean browser
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -46,6 +46,23 @@ test: install browser
 		DB_POOL_MAX=0 $(BIN)/python manage.py makemigrations --check --dry-run -v1
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider
+	$(MAKE) --no-print-directory test-embedded EMBEDDED_PYTEST_ARGS="-m 'not browser'"
+
+# The suite again in embedded mode (what make run uses): SQLite under var/embedded-test, no Redis,
+# the in-memory channel layer, jobs in-process. The tests marked topology_production (Celery
+# workers, the Redis broker, several web processes) are left out, and the two sized matrices run
+# smaller (their full size runs against PostgreSQL just before): README, Tests.
+# make test runs it without the browser tests (they pass here too, but cost four minutes):
+# make test-embedded runs everything.
+EMBEDDED_TEST_DIR := $(CURDIR)/var/embedded-test
+EMBEDDED_PYTEST_ARGS ?=
+test-embedded: install
+	rm -rf $(EMBEDDED_TEST_DIR) && mkdir -p $(EMBEDDED_TEST_DIR)
+	env -u REDIS_URL DATABASE_URL=sqlite:///$(EMBEDDED_TEST_DIR)/pigeonhole.sqlite3 \
+		$(BIN)/python -m tests.preflight
+	env -u REDIS_URL DATABASE_URL=sqlite:///$(EMBEDDED_TEST_DIR)/pigeonhole.sqlite3 \
+		FUZZ_EXAMPLES=25 SECURITY_EVENTS=200 CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		$(EMBEDDED_PYTEST_ARGS)
 
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \

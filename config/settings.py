@@ -42,11 +42,18 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several embedded processes share the file: WAL lets readers and the writer coexist and
     # IMMEDIATE transactions take the write lock up front instead of failing on upgrade.
+    # synchronous=FULL: a commit is on disk before it returns (NORMAL in WAL mode may lose the
+    # last transactions on power loss), so the SMTP 250 after commit keeps its promise.
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
+    if DATABASES["default"]["NAME"] not in ("", ":memory:"):
+        # The test database is a file beside the database (not Django's in-memory default), so
+        # the processes a test starts (manage.py serve) share it.
+        _db_path = Path(DATABASES["default"]["NAME"])
+        DATABASES["default"]["TEST"] = {"NAME": str(_db_path.with_name(f"test_{_db_path.name}"))}
 elif env.int("DB_POOL_MAX", default=10) > 0:
     # A psycopg connection pool per process. Under ASGI every request runs its sync code in a
     # thread of its own, so connections kept per thread (CONN_MAX_AGE) pile up until PostgreSQL

@@ -166,7 +166,39 @@ def figure() -> Callable[[str], None]:
     return _FIGURES.append
 
 
+# --- the two configurations (README, Tests) ------------------------------------------------------
+
+_NOT_EMBEDDED: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
+    """In the embedded configuration (SQLite, no Redis) the tests marked ``topology_production``
+    are deselected: their subject (Celery workers, a Redis broker, several web processes) does
+    not exist there. Every other test runs in both configurations."""
+    from tests.live import embedded
+
+    for item in items:  # the browser tests, by the fixture they all use
+        if "_playwright" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+    if not embedded():
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("topology_production") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+        _NOT_EMBEDDED.extend(item.nodeid for item in drop)
+
+
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if _NOT_EMBEDDED:
+        terminalreporter.section("embedded configuration")
+        terminalreporter.write_line(
+            f"{len(_NOT_EMBEDDED)} tests of the production topology deselected (README, Tests):"
+        )
+        for nodeid in _NOT_EMBEDDED:
+            terminalreporter.write_line(f"  {nodeid}")
     if _FIGURES:
         terminalreporter.section("figures")
         for line in _FIGURES:

@@ -1,5 +1,12 @@
-"""Real processes for end-to-end tests: ``manage.py smtpd`` and daphne, on 127.0.0.1, against the
-test database and the real Redis. Tests using them need ``transactional_db`` (committed data)."""
+"""Real processes for end-to-end tests, on 127.0.0.1, against the test database. Tests using them
+need ``transactional_db`` (committed data).
+
+The suite runs in two configurations (see the README's Tests section). With PostgreSQL and Redis
+(production), :class:`Stack` is ``manage.py smtpd`` and daphne as separate processes; in embedded
+mode (a SQLite ``DATABASE_URL`` and no ``REDIS_URL``) it is the one ``manage.py serve`` process that
+``make run`` starts, serving HTTP, SMTP and the periodic jobs, and ``stack.web`` and ``stack.smtp``
+are that same process: killing one kills both, as it would in embedded mode.
+"""
 
 from __future__ import annotations
 
@@ -34,6 +41,13 @@ CELERY_WORKER = [
     "--without-gossip",
     "--without-mingle",
 ]
+
+
+def embedded() -> bool:
+    """True when the suite runs in the embedded configuration (SQLite, no Redis)."""
+    return os.environ.get("DATABASE_URL", "").startswith("sqlite") and not os.environ.get(
+        "REDIS_URL"
+    )
 
 
 def free_port() -> int:
@@ -71,8 +85,11 @@ def drain(stream: IO[bytes], into: collections.deque[str]) -> threading.Thread:
 class Process:
     """One child process of the project, restartable; ``logs`` holds its last stderr lines."""
 
-    def __init__(self, argv: list[str], port: int, env: dict[str, str]) -> None:
+    def __init__(
+        self, argv: list[str], port: int, env: dict[str, str], also: tuple[int, ...] = ()
+    ) -> None:
         self.argv, self.port, self.env = argv, port, env
+        self.also = also  # further ports the process opens before it is ready
         self.proc: subprocess.Popen | None = None
         self.logs: collections.deque[str] = collections.deque(maxlen=500)
 
@@ -82,7 +99,8 @@ class Process:
         )
         assert self.proc.stderr is not None
         drain(self.proc.stderr, self.logs)
-        _wait_port(self.port, self.proc)
+        for port in (self.port, *self.also):
+            _wait_port(port, self.proc)
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
@@ -102,9 +120,13 @@ class Process:
 
 def child_env(database_name: str) -> dict[str, str]:
     env = dict(os.environ)
-    base = env.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/pigeonhole")
-    env["DATABASE_URL"] = base.rsplit("/", 1)[0] + "/" + database_name
-    env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+    if embedded():  # database_name is the test database's absolute path
+        env["DATABASE_URL"] = f"sqlite:///{database_name}"
+        env.pop("REDIS_URL", None)
+    else:
+        base = env.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/pigeonhole")
+        env["DATABASE_URL"] = base.rsplit("/", 1)[0] + "/" + database_name
+        env.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
     env["CONN_MAX_AGE"] = "0"
     env.setdefault("CELERY_TASK_ALWAYS_EAGER", "true")
     env["PYTHONUNBUFFERED"] = "1"
@@ -112,11 +134,22 @@ def child_env(database_name: str) -> dict[str, str]:
 
 
 class Stack:
-    """An SMTP receiver and a web process as separate processes."""
+    """An SMTP receiver and a web process: separate processes in production, the one
+    ``manage.py serve`` in embedded mode."""
 
     def __init__(self, database_name: str) -> None:
         env = child_env(database_name)
+        self.env = env
         self.smtp_port, self.http_port = free_port(), free_port()
+        if embedded():
+            # Under the network guard of tests.security.schema_server: its periodic jobs would
+            # otherwise deliver the webhooks of test data (https://hooks.example.com/...) for real.
+            serve = [sys.executable, "-m", "tests.security.schema_server", "serve"]
+            serve += ["--host", "127.0.0.1"]
+            serve += ["--port", str(self.http_port), "--smtp-host", "127.0.0.1"]
+            serve += ["--smtp-port", str(self.smtp_port)]
+            self.web = self.smtp = Process(serve, self.http_port, env, also=(self.smtp_port,))
+            return
         self.smtp = Process(
             [
                 sys.executable,
@@ -151,7 +184,8 @@ class Stack:
 
     def start(self) -> Stack:
         self.smtp.start()
-        self.web.start()
+        if self.web is not self.smtp:
+            self.web.start()
         return self
 
     def stop(self) -> None:

@@ -5,7 +5,8 @@ happen: a trigger that fails the raw-message write (``BEFORE INSERT ON mail_rawm
 fails the event write, and a deferred constraint trigger that fails the ``COMMIT`` itself. Every
 attempt must be answered with a 4xx (never ``250``) and leave nothing behind: no email, raw
 message, attachment or event rows, inbox counters unchanged. With the fault removed, the client's
-retry stores exactly one copy.
+retry stores exactly one copy. In embedded mode the same faults are SQLite triggers and the
+SMTP server is the one ``manage.py serve`` process.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from email.utils import formatdate
 
 from django.db import connection
 
-from tests.live import Process, child_env, free_port
+from tests.live import Process, Stack, child_env, embedded, free_port
 
 FAULTS = {
     "raw write": (
@@ -33,6 +34,26 @@ FAULTS = {
     "commit": (
         "CREATE CONSTRAINT TRIGGER chaos_fault AFTER INSERT ON mail_email "
         "DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION chaos_fail()",
+        "mail_email",
+    ),
+}
+# The same faults in SQLite (embedded mode). SQLite has no deferred triggers; its foreign keys
+# are deferred (Django creates them DEFERRABLE INITIALLY DEFERRED), so a row pointed at a missing
+# inbox inside the transaction makes the COMMIT itself fail.
+SQLITE_FAULTS = {
+    "raw write": (
+        "CREATE TRIGGER chaos_fault BEFORE INSERT ON mail_rawmessage "
+        "BEGIN SELECT RAISE(ABORT, 'chaos: injected fault'); END",
+        "mail_rawmessage",
+    ),
+    "event write": (
+        "CREATE TRIGGER chaos_fault BEFORE INSERT ON webhooks_event "
+        "BEGIN SELECT RAISE(ABORT, 'chaos: injected fault'); END",
+        "webhooks_event",
+    ),
+    "commit": (
+        "CREATE TRIGGER chaos_fault AFTER INSERT ON mail_email BEGIN "
+        "UPDATE mail_email SET inbox_id = 'inb_chaos_missing' WHERE id = NEW.id; END",
         "mail_email",
     ),
 }
@@ -63,6 +84,9 @@ def _message(seq: int, to: str, fault: str) -> bytes:
 
 def _install(sql: str) -> None:
     with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(sql)
+            return
         cursor.execute(
             "CREATE OR REPLACE FUNCTION chaos_fail() RETURNS trigger LANGUAGE plpgsql AS "
             "$$ BEGIN RAISE EXCEPTION 'chaos: injected fault'; END $$"
@@ -72,7 +96,8 @@ def _install(sql: str) -> None:
 
 def _remove(table: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP TRIGGER IF EXISTS chaos_fault ON {table}")
+        on = f" ON {table}" if connection.vendor == "postgresql" else ""
+        cursor.execute(f"DROP TRIGGER IF EXISTS chaos_fault{on}")
 
 
 def _send(port: int, raw: bytes, to: str) -> tuple[int, str]:
@@ -89,12 +114,17 @@ def run(database_name: str, inbox_id: str, address: str, *, attempts: int) -> li
     from mail.models import Attachment, Email, RawMessage
     from webhooks.models import Event
 
-    port = free_port()
-    argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
-    smtpd = Process(argv, port, child_env(database_name)).start()
+    if embedded():  # the SMTP front door of the one `manage.py serve` process
+        stack = Stack(database_name)
+        smtpd, port = stack.smtp.start(), stack.smtp_port
+    else:
+        port = free_port()
+        argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
+        smtpd = Process(argv, port, child_env(database_name)).start()
+    faults = FAULTS if connection.vendor == "postgresql" else SQLITE_FAULTS
     results = []
     try:
-        for fault, (sql, table) in FAULTS.items():
+        for fault, (sql, table) in faults.items():
             result = Result(fault, attempts)
             before_events = Event.objects.filter(inbox_id=inbox_id).count()
             _install(sql)

@@ -10,6 +10,9 @@ Afterwards, from the database: every message whose DATA got ``250`` must be in e
 inbox with SHA-256-identical raw bytes (``lost`` counts those that are not), and no message may be
 stored twice in an inbox unless its client made an ambiguous resend (``duplicates`` counts the
 unexplained ones; ``explained_duplicates`` the others).
+
+In embedded mode (SQLite, no Redis) the one ``manage.py serve`` process is killed and restarted
+instead: there is nothing else to kill.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from email.utils import formatdate
 
-from tests.live import Process, child_env, free_port
+from tests.live import Process, _wait_port, child_env, embedded, free_port
 
 CHAOS_HEADER = "X-Chaos-Seq"
 
@@ -119,9 +122,18 @@ def _client(
 class Chaos(threading.Thread):
     """Kills a random process every ``period`` ± ``jitter`` seconds and starts it again."""
 
-    def __init__(self, processes: list[Process], period: float = 2.0, jitter: float = 1.0) -> None:
+    def __init__(
+        self,
+        processes: list[Process],
+        period: float = 2.0,
+        jitter: float = 1.0,
+        wait_ready: bool = False,
+    ) -> None:
         super().__init__(daemon=True)
         self.processes, self.period, self.jitter = processes, period, jitter
+        # Embedded: the one process takes seconds to start; the period counts from when it
+        # listens again, or the loop could kill it before it ever answered.
+        self.wait_ready = wait_ready
         self.stop_event = threading.Event()
         self.kills = 0
 
@@ -134,6 +146,8 @@ class Chaos(threading.Thread):
                 self.kills += 1
             victim.proc = None
             _spawn(victim)
+            if self.wait_ready:
+                _wait_port(victim.port, victim.proc, timeout=60)
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -174,6 +188,10 @@ def run(
     env = child_env(database_name)
     port = free_port()
     argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
+    if embedded():  # the one `manage.py serve` process is what gets killed
+        smtpds = 1
+        argv = [sys.executable, "manage.py", "serve", "--host", "127.0.0.1"]
+        argv += ["--port", str(free_port()), "--smtp-host", "127.0.0.1", "--smtp-port", str(port)]
     procs = [Process(argv, port, env) for _ in range(smtpds)]
     procs[0].start()
     for extra in procs[1:]:
@@ -187,7 +205,7 @@ def run(
         outcomes.append(Outcome(seq, message(seq, recipients, run_id), recipients))
     queue = list(reversed(outcomes))
     lock = threading.Lock()
-    chaos = Chaos(procs)
+    chaos = Chaos(procs, wait_ready=embedded())
     deadline = time.monotonic() + limit_s
     pause = duration_s * clients / max(1, messages)
     threads = [

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.chaos import approval_gate
 
 
+@pytest.mark.topology_production  # Celery workers killed, tasks forged on the broker
 def test_nothing_leaves_unapproved_and_approved_mail_leaves_once(transactional_db: None) -> None:
     from django.db import connection
 

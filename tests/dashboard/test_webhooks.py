@@ -5,7 +5,8 @@ kept to reading.
 
 This module runs its own stack: the web process must allow private webhook targets
 (``WEBHOOK_ALLOW_PRIVATE_TARGETS=true``, as tests/webhooks do) and hand deliveries to a worker
-(``CELERY_TASK_ALWAYS_EAGER=false`` on a queue of its own), so it overrides ``stack``.
+(``CELERY_TASK_ALWAYS_EAGER=false`` on a queue of its own), so it overrides ``stack``. In the
+embedded configuration ``manage.py serve`` delivers in-process, as ``make run`` does.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tests.dashboard.conftest import (
     login,
     screenshot,
 )
-from tests.live import CELERY_WORKER, ROOT, Stack, drain
+from tests.live import CELERY_WORKER, ROOT, Stack, drain, embedded
 from tests.webhooks.receiver import Receiver, receiver  # noqa: F401  (a fixture)
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, Endpoint
@@ -48,9 +49,16 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
         "CELERY_TASK_ALWAYS_EAGER": "false",
         "CELERY_QUEUE": f"dash-webhooks-{uuid.uuid4().hex[:8]}",
     }
+    if embedded():  # manage.py serve delivers in-process: no worker
+        extra["CELERY_TASK_ALWAYS_EAGER"] = "true"
     for process in (running.web, running.smtp):
         process.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         process.env.update(extra)
+    if embedded():
+        running.start()
+        yield running
+        running.stop()
+        return
     worker = subprocess.Popen(
         CELERY_WORKER,
         cwd=ROOT,

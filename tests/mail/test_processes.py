@@ -19,6 +19,7 @@ from inboxes import services as inbox_services
 from mail.models import Email
 from tests.live import ROOT, Process, child_env, free_port
 from tests.mail.messages import message
+from tests.webhooks.receiver import Receiver, receiver  # noqa: F401  (a fixture)
 
 
 @pytest.fixture
@@ -46,8 +47,9 @@ def test_two_smtpd_processes_share_a_port(two_receivers: int, workspace: Workspa
     assert subjects == sorted(f"m{i}" for i in range(30))
 
 
-def test_embedded_mode_in_one_process() -> None:
-    """`manage.py serve` on SQLite with no Redis: HTTP, SMTP, wait and the log in one process."""
+def test_embedded_mode_in_one_process(receiver: Receiver) -> None:  # noqa: F811
+    """`manage.py serve` on SQLite with no Redis: HTTP, SMTP, wait, the log and the periodic jobs
+    (here the webhook sweeper, which delivers in embedded mode) in one process."""
     with tempfile.TemporaryDirectory() as tmp:
         env = child_env("unused")
         env["DATABASE_URL"] = f"sqlite:///{Path(tmp) / 'embedded.sqlite3'}"
@@ -90,6 +92,8 @@ def test_embedded_mode_in_one_process() -> None:
                 headers={"Authorization": f"Bearer {key}"},
                 timeout=30,
             )
+            hook = api.post("webhooks", json={"url": receiver.url, "events": ["inbox.created"]})
+            assert hook.status_code == 200, hook.text
             inbox = api.post("inboxes", json={"local_part": "embedded"}).json()
             result: dict = {}
             waiter = threading.Thread(
@@ -109,5 +113,8 @@ def test_embedded_mode_in_one_process() -> None:
             assert result["r"].status_code == 200
             assert result["r"].json()["extracted"]["code"] == "90817"
             assert api.get("stats").json()["emails"]["total"] == 1
+            # Delivered by the in-process sweeper (no worker, no beat): the periodic jobs run.
+            (delivery,) = receiver.wait_for(1, timeout=60)
+            assert json.loads(delivery.body)["data"]["inbox"]["id"] == inbox["id"]
         finally:
             serve.stop()

@@ -122,6 +122,7 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
+@pytest.mark.topology_production  # a Celery worker killed mid-attempt; embedded has none
 def test_worker_killed_while_handing_over(
     worker_env: dict[str, str], sink: KillingSink, api: Api, workspace: Workspace
 ) -> None:

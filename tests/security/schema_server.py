@@ -9,7 +9,8 @@ other address is refused as ``ConnectionRefusedError``). The product's code runs
 simply meets a network in which every outside host is unreachable. Each refusal is counted in
 ``GUARD_LOG`` (one line per refused connect), so the test can report that none got through.
 
-Run as ``python -m tests.security.schema_server <daphne arguments>``.
+Run as ``python -m tests.security.schema_server <daphne arguments>``, or in embedded mode as
+``python -m tests.security.schema_server serve <manage.py serve arguments>``.
 """
 
 from __future__ import annotations
@@ -87,7 +88,13 @@ def install() -> None:
 
 if __name__ == "__main__":
     install()
-    from daphne.cli import CommandLineInterface
+    if sys.argv[1:2] == ["serve"]:  # embedded mode: `manage.py serve <arguments>`, guarded
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        from django.core.management import execute_from_command_line
 
-    sys.argv[0] = "daphne"
-    CommandLineInterface.entrypoint()
+        execute_from_command_line(["manage.py", *sys.argv[1:]])
+    else:
+        from daphne.cli import CommandLineInterface
+
+        sys.argv[0] = "daphne"
+        CommandLineInterface.entrypoint()

@@ -1,7 +1,8 @@
 """The live processes of the security matrices: ``manage.py smtpd``, daphne and a Celery worker
 against the test database, as separate processes (``tests.live``), with jobs going through Redis
 to the worker (not run eagerly), webhooks allowed to target 127.0.0.1, logging at DEBUG and every
-line of output kept (the secrets matrix reads all of it). The session fixture is ``live_stack`` in
+line of output kept (the secrets matrix reads all of it). In embedded mode it is the one
+``manage.py serve`` process with jobs in-process. The session fixture is ``live_stack`` in
 ``tests/conftest.py``; tests using it need ``transactional_db``."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.live import CELERY_WORKER, ROOT, Process, Stack, _wait_port, drain
+from tests.live import CELERY_WORKER, ROOT, Process, Stack, _wait_port, drain, embedded
 
 LIVE_ENV = {
     "CELERY_TASK_ALWAYS_EAGER": "false",
@@ -37,7 +38,8 @@ class LoggedProcess(Process):
         assert self.proc.stdout is not None and self.proc.stderr is not None
         drain(self.proc.stdout, self.logs)
         drain(self.proc.stderr, self.logs)
-        _wait_port(self.port, self.proc)
+        for port in (self.port, *self.also):
+            _wait_port(port, self.proc)
         return self
 
 
@@ -49,15 +51,24 @@ class LiveStack(Stack):
         self.queue = f"security-{uuid.uuid4().hex[:8]}"  # parallel runs never share tasks
         self.env = self.web.env  # Stack gives both processes one environment
         self.env.update(LIVE_ENV, CELERY_QUEUE=self.queue)
+        self.worker_logs: collections.deque[str] = collections.deque()
+        self.worker: subprocess.Popen | None = None
+        if embedded():  # one `manage.py serve`, jobs in-process: no worker to start
+            self.env["CELERY_TASK_ALWAYS_EAGER"] = "true"
+            self.web = self.smtp = LoggedProcess(
+                self.web.argv, self.web.port, self.env, also=self.web.also
+            )
+            self.web.logs = collections.deque()
+            return
         self.smtp = LoggedProcess(self.smtp.argv, self.smtp.port, self.env)
         self.web = LoggedProcess(self.web.argv, self.web.port, self.env)
         for process in (self.smtp, self.web):
             process.logs = collections.deque()  # every line, not the last 500
-        self.worker_logs: collections.deque[str] = collections.deque()
-        self.worker: subprocess.Popen | None = None
 
     def start(self) -> LiveStack:
         super().start()
+        if embedded():
+            return self
         argv = [*CELERY_WORKER]
         argv[argv.index("--loglevel") + 1] = "DEBUG"
         self.worker = subprocess.Popen(
@@ -81,7 +92,8 @@ class LiveStack(Stack):
     def output(self) -> list[str]:
         """Every line the three processes wrote so far (stderr, and stdout where it is not
         discarded: the web process's access log)."""
-        return [*self.smtp.logs, *self.web.logs, *self.worker_logs]
+        processes = [self.smtp] if self.smtp is self.web else [self.smtp, self.web]
+        return [line for process in processes for line in process.logs] + [*self.worker_logs]
 
 
 class StreamReader(threading.Thread):

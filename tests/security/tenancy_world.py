@@ -522,9 +522,27 @@ def tenant_models() -> list[type[models.Model]]:
     return [m for m in apps.get_models() if isinstance(m._default_manager, TenantManager)]
 
 
+def _json_value(value: Any) -> Any:
+    """A column value as PostgreSQL's ``row_to_json`` writes it (bytea as ``\\x`` + hex)."""
+    if isinstance(value, bytes | memoryview):
+        return "\\x" + bytes(value).hex()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
 def _tables(querysets: dict[str, models.QuerySet]) -> dict[str, list[dict[str, Any]]]:
     """The rows of several querysets in one round trip (each row as PostgreSQL's JSON of it,
     ordered by primary key): a snapshot costs one query, however many tables there are."""
+    if connection.vendor != "postgresql":  # SQLite: one query per table, rows made JSON alike
+        return {
+            label: json.loads(
+                json.dumps(
+                    list(queryset.order_by("pk").values()), default=_json_value, sort_keys=True
+                )
+            )
+            for label, queryset in querysets.items()
+        }
     parts, params = [], []
     for label, queryset in querysets.items():
         pk = queryset.model._meta.pk.attname

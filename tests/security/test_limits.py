@@ -71,6 +71,7 @@ def _window_of(moment: float) -> int:
     return int(moment // WINDOW)
 
 
+@pytest.mark.topology_production  # two web processes share the limit through Redis
 def test_rate_limit_holds_under_50_clients_on_two_processes(
     web_processes: list[LoggingToFile], workspace: Workspace
 ) -> None:

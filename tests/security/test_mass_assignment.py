@@ -390,6 +390,8 @@ def columns_containing(needles: list[str]) -> tuple[dict[str, int], int]:
     columns were searched."""
     from django.db import connection
 
+    if connection.vendor == "sqlite":
+        return _sqlite_columns_containing(needles)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT table_name, column_name, data_type FROM information_schema.columns "
@@ -411,6 +413,32 @@ def columns_containing(needles: list[str]) -> tuple[dict[str, int], int]:
         for name, count in cursor.fetchall():
             found[name] = found.get(name, 0) + count
     return {name: n for name, n in found.items() if n}, len(columns)
+
+
+def _sqlite_columns_containing(needles: list[str]) -> tuple[dict[str, int], int]:
+    """:func:`columns_containing` on SQLite (embedded mode): every text, JSON and blob column
+    of every table, from the tables' declared types."""
+    from django.db import connection
+
+    searched = ("text", "varchar", "char", "json", "blob")
+    with connection.cursor() as cursor:
+        columns = []
+        for table in connection.introspection.table_names(cursor):
+            cursor.execute(f'PRAGMA table_info("{table}")')
+            for _, column, kind, *_ in cursor.fetchall():
+                if any(word in kind.lower() for word in searched):
+                    columns.append((table, column, "blob" in kind.lower()))
+        found: dict[str, int] = {}
+        for table, column, is_blob in columns:
+            for needle in needles:
+                cursor.execute(
+                    f'SELECT count(*) FROM "{table}" WHERE instr("{column}", %s) > 0',
+                    [needle.encode() if is_blob else needle],
+                )
+                count = cursor.fetchone()[0]
+                if count:
+                    found[f"{table}.{column}"] = found.get(f"{table}.{column}", 0) + count
+    return found, len(columns)
 
 
 def _admin_pages(base: str, session: str, urls: list[str]) -> dict[str, str]:

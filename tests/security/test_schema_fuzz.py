@@ -47,7 +47,7 @@ from aiosmtpd.controller import Controller
 
 from apikeys import services as key_services
 from apikeys.models import Workspace
-from tests.live import ROOT, Stack, free_port
+from tests.live import ROOT, Stack, embedded, free_port
 from tests.mail.messages import PNG, message
 from tests.security.schema_hooks import envelope_problem
 
@@ -127,18 +127,19 @@ def fuzz_stack(transactional_db: None, tmp_path: Path) -> Iterator[tuple[Stack, 
         GUARD_LOG=str(tmp_path / "guard.log"),
         LOG_LEVEL="ERROR",  # stderr then holds only what went wrong
     )
-    stack.web.argv = [
-        sys.executable,
-        "-m",
-        "tests.security.schema_server",
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(stack.http_port),
-        "--access-log",
-        str(tmp_path / "access.log"),
-        "config.asgi:application",
-    ]
+    if not embedded():  # embedded: tests.live runs `serve` under this guard already
+        stack.web.argv = [
+            sys.executable,
+            "-m",
+            "tests.security.schema_server",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(stack.http_port),
+            "--access-log",
+            str(tmp_path / "access.log"),
+            "config.asgi:application",
+        ]
     stack.start()
     try:
         yield stack, sink, tmp_path

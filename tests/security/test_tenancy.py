@@ -33,7 +33,7 @@ from config.tenancy import Tenancy, TenantManager, UnscopedTenantQuery
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail.models import Attachment, Email
-from tests.live import ROOT, child_env
+from tests.live import ROOT, child_env, embedded
 from tests.mail.messages import message
 from tests.security.tenancy_live import StreamReader
 from tests.security.tenancy_world import (
@@ -424,10 +424,24 @@ def test_same_label_key_in_both_workspaces(world: World) -> None:
 # --- wait and stream, through a live web process --------------------------------------------------
 
 
+def _settle_deliveries(limit: float = 60) -> None:
+    """Waits until no webhook delivery is pending or retrying (embedded mode: the one process
+    attempts them in the background, which would change the victim's rows during a cell)."""
+    from webhooks.models import Delivery, DeliveryStatus
+
+    open_ = [DeliveryStatus.PENDING, DeliveryStatus.RETRYING]
+    deadline = time.monotonic() + limit
+    while Delivery.objects.filter(status__in=open_).exists():
+        assert time.monotonic() < deadline, "webhook deliveries still moving after 60 s"
+        time.sleep(0.2)
+
+
 def test_bola_matrix_streaming(live_stack, transactional_db: None, unlimited: None, figure) -> None:  # type: ignore[no-untyped-def]
     """The operations Channels serves (wait, stream) x both workspaces x every id form, over
     HTTP to a live web process."""
     world = build_world()
+    if embedded():  # serve's own sweeper works on the world's webhooks: let it finish first
+        _settle_deliveries()
     mismatches: list[str] = []
     total = 0
     for op in _streaming():

@@ -1,9 +1,13 @@
 """Real Celery workers: a worker killed in the middle of a delivery leaves it to another worker,
-and the receiver never sees the same delivery twice at the same time."""
+and the receiver never sees the same delivery twice at the same time.
+
+In embedded mode the process that delivers is the one ``manage.py serve`` (its in-process
+sweeper attempts due deliveries): it is killed mid-delivery and started again instead."""
 
 from __future__ import annotations
 
 import signal
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -12,21 +16,24 @@ import pytest
 
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
-from tests.live import CELERY_WORKER, ROOT, child_env
+from tests.live import CELERY_WORKER, ROOT, child_env, embedded, free_port
 from tests.webhooks.receiver import Receiver
 from webhooks import services
 from webhooks.models import Delivery
 
 
 class Worker:
+    """A Celery worker; in embedded mode a `manage.py serve` (under the network guard)."""
+
     def __init__(self, env: dict[str, str]) -> None:
         import subprocess
 
-        self.proc = subprocess.Popen(
-            CELERY_WORKER,
-            cwd=ROOT,
-            env=env,
-        )
+        argv = CELERY_WORKER
+        if embedded():
+            argv = [sys.executable, "-m", "tests.security.schema_server", "serve"]
+            argv += ["--host", "127.0.0.1", "--port", str(free_port())]
+            argv += ["--smtp-host", "127.0.0.1", "--smtp-port", str(free_port())]
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=env)
 
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
@@ -58,6 +65,10 @@ def worker_env(transactional_db: None, settings) -> Iterator[dict[str, str]]:  #
     )
     settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True
     settings.WEBHOOK_TIMEOUT = 3.0
+    if embedded():  # serve runs jobs in-process; this process queues nothing
+        env["CELERY_TASK_ALWAYS_EAGER"] = "true"
+        yield env
+        return
     app.conf.task_always_eager = False
     app.conf.task_default_queue = queue
     yield env
@@ -87,9 +98,10 @@ def test_killed_worker_leaves_delivery_to_another(
     try:
         deadline = time.monotonic() + 60
         while Delivery.objects.get().status != "succeeded" and time.monotonic() < deadline:
-            with app.connection_for_write():
-                for delivery_id in services.due_deliveries():  # what the beat sweeper does
-                    services.queue(delivery_id)
+            if not embedded():  # (embedded: serve's own sweeper)
+                with app.connection_for_write():
+                    for delivery_id in services.due_deliveries():  # what the beat sweeper does
+                        services.queue(delivery_id)
             time.sleep(0.5)
     finally:
         second.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -19,10 +20,8 @@ from django.core.management.base import BaseCommand, CommandParser
 logger = logging.getLogger(__name__)
 
 
-async def _periodic(name: str, every: float) -> None:
-    from config.celery import app
-
-    task = app.tasks[name]
+async def _periodic(task: Any, every: float) -> None:
+    name = task.name
     while True:
         await asyncio.sleep(every)
         try:
@@ -42,11 +41,20 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         import daphne.server  # installs the asyncio reactor before anything imports twisted
+        from daphne.access import AccessLogGenerator
 
         from config.asgi import application
         from config.celery import app
+        from config.web import RedactingServer
         from mail.smtp import start_server
 
+        # The apps' tasks modules are imported by a Celery worker at start-up, not by the app:
+        # without this every schedule entry's task is unknown here (and no periodic job ran).
+        app.loader.import_default_modules()
+        schedule = [
+            (app.tasks[entry["task"]], entry["schedule"])
+            for entry in app.conf.beat_schedule.values()
+        ]
         loop = daphne.server.twisted_loop
         background: list[asyncio.Task] = []
 
@@ -55,17 +63,20 @@ class Command(BaseCommand):
                 await start_server(options["smtp_host"], options["smtp_port"])
 
             background.append(loop.create_task(start_smtp()))
-            for entry in app.conf.beat_schedule.values():
-                background.append(loop.create_task(_periodic(entry["task"], entry["schedule"])))
+            for task, every in schedule:
+                background.append(loop.create_task(_periodic(task, every)))
             self.stdout.write(
                 f"Pigeonhole: http://{options['host']}:{options['port']}/  "
                 f"smtp://{options['smtp_host']}:{options['smtp_port']}  (Ctrl-C stops everything)"
             )
 
-        server = daphne.server.Server(
+        # The access log on stdout, as the production web process (config.web) writes it:
+        # with ?access_token= values redacted.
+        server = RedactingServer(
             application=application,
             endpoints=[f"tcp:port={options['port']}:interface={options['host']}"],
             ready_callable=ready,
             verbosity=1,
+            action_logger=AccessLogGenerator(sys.stdout),
         )
         server.run()
