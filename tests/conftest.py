@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from django.conf import settings as django_settings
@@ -155,7 +155,7 @@ def _tasks_run_in_process() -> None:
     app.conf.task_always_eager = True
 
 
-# --- figures and live processes of the security matrices (tests/security) --------------------
+# --- figures of the security matrices (tests/security) ---------------------------------------
 
 _FIGURES: list[str] = []
 
@@ -203,16 +203,3 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         terminalreporter.section("figures")
         for line in _FIGURES:
             terminalreporter.write_line(line)
-
-
-@pytest.fixture(scope="session")
-def live_stack(django_db_setup: None, django_db_blocker) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    """smtpd, daphne and a Celery worker against the test database, shared by the security
-    matrices (tests/security/tenancy_live.py); tests using it need ``transactional_db``."""
-    from django.db import connection
-
-    from tests.security.tenancy_live import LiveStack
-
-    stack = LiveStack(connection.settings_dict["NAME"]).start()
-    yield stack
-    stack.stop()

@@ -99,8 +99,12 @@ class Process:
         )
         assert self.proc.stderr is not None
         drain(self.proc.stderr, self.logs)
-        for port in (self.port, *self.also):
-            _wait_port(port, self.proc)
+        try:
+            for port in (self.port, *self.also):
+                _wait_port(port, self.proc)
+        except BaseException:  # never leave a half-started child behind
+            self.stop(signal.SIGKILL)
+            raise
         return self
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
