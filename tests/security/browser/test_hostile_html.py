@@ -769,11 +769,15 @@ def test_the_canary_is_heard_when_nothing_protects_the_page(
         """Renders ``vectors`` as frames of one page; False when every attempt lost the
         browser (unsanitised, some pages take Chromium 156 down on this loaded machine)."""
         nonlocal browser, lost
-        pages[path] = "<!doctype html><body>" + "".join(
-            f'<iframe sandbox="allow-scripts allow-modals" width="300" height="150" '
-            f'srcdoc="{html_lib.escape(v.render(listener.url))}"></iframe>'
-            for v in vectors
-        ) + "</body>"
+        pages[path] = (
+            "<!doctype html><body>"
+            + "".join(
+                f'<iframe sandbox="allow-scripts allow-modals" width="300" height="150" '
+                f'srcdoc="{html_lib.escape(v.render(listener.url))}"></iframe>'
+                for v in vectors
+            )
+            + "</body>"
+        )
         for _ in range(attempts):
             if browser is None or not browser.is_connected():
                 # A browser of its own, so that losing it never takes the shared browser of
