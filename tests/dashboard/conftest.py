@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import threading
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,13 +79,54 @@ def _playwright() -> Iterator[Any]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+def launch_chromium(playwright: Any) -> Any:
+    """Debian's Chromium, headless, marked with a switch of its own (Chromium ignores unknown
+    switches) so that :func:`close_chromium` can find its processes."""
+    marker = f"--pgh-browser={uuid.uuid4().hex}"
+    chromium = playwright.chromium.launch(
+        executable_path=CHROMIUM, args=["--no-sandbox", marker], headless=True
+    )
+    chromium.pgh_marker = marker
+    return chromium
+
+
+def kill_marked(marker: str) -> int:
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+        except (OSError, ProcessLookupError):
+            continue
+    return killed
+
+
+def close_chromium(chromium: Any, limit: float = 30.0) -> None:
+    """``close()``, which has no timeout and once waited forever at the end of a CI run (all tests
+    passed) for a browser that had rendered the hostile corpus: after ``limit`` seconds the
+    browser's processes are killed, which ends the wait."""
+    marker = getattr(chromium, "pgh_marker", None)
+    watchdog = threading.Timer(limit, kill_marked, [marker]) if marker else None
+    if watchdog is not None:
+        watchdog.daemon = True
+        watchdog.start()
+    from playwright.sync_api import Error as PlaywrightError
+
+    try:
+        chromium.close()
+    except PlaywrightError:  # the browser was already gone, or the watchdog took it down
+        pass
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+
+
 @pytest.fixture(scope="package")
 def browser(_playwright: Any) -> Iterator[Any]:
-    chromium = _playwright.chromium.launch(
-        executable_path=CHROMIUM, args=["--no-sandbox"], headless=True
-    )
+    chromium = launch_chromium(_playwright)
     yield chromium
-    chromium.close()
+    close_chromium(chromium)
 
 
 @pytest.fixture

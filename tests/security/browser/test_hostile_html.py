@@ -57,7 +57,14 @@ from labels import services as label_services
 from mail.models import Email
 from outbox import services as outbox_services
 from outbox.models import OutboxItem
-from tests.dashboard.conftest import CHROMIUM, DESKTOP, Team, login
+from tests.dashboard.conftest import (
+    DESKTOP,
+    Team,
+    close_chromium,
+    kill_marked,
+    launch_chromium,
+    login,
+)
 from tests.live import Stack
 from tests.security.browser.html_vectors import (
     CANARY_MARK,
@@ -782,17 +789,20 @@ def test_the_canary_is_heard_when_nothing_protects_the_page(
             if browser is None or not browser.is_connected():
                 # A browser of its own, so that losing it never takes the shared browser of
                 # the other tests down.
-                browser = _playwright.chromium.launch(
-                    executable_path=CHROMIUM, args=["--no-sandbox"], headless=True
-                )
+                browser = launch_chromium(_playwright)
+            # A round that hangs (Playwright's close() has no timeout) loses its browser too.
+            watchdog = threading.Timer(120, kill_marked, [browser.pgh_marker])
+            watchdog.daemon = True
+            watchdog.start()
             try:
                 control_round(browser, watch, f"{stack.base_url}{path}", serve)
                 return True
             except PlaywrightError:
                 lost += 1
-                with contextlib.suppress(PlaywrightError):
-                    browser.close()
+                close_chromium(browser)
                 browser = None
+            finally:
+                watchdog.cancel()
         return False
 
     try:
@@ -807,7 +817,7 @@ def test_the_canary_is_heard_when_nothing_protects_the_page(
                     crashed.append(vector.id)
     finally:
         if browser is not None:
-            browser.close()
+            close_chromium(browser)
     fired_ids = {text.split()[-1] for text in watch.canaries}
     print(
         f"\ncontrol: {len(fired_ids)} of {len(items)} vectors ran script with nothing in the way "
