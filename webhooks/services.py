@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -245,13 +245,18 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
     token = _claim(delivery_id, now)
     if token is None:
         return None
-    delivery = Delivery.objects.unscoped().select_related("endpoint").get(pk=delivery_id)
+    delivery = Delivery.objects.unscoped().select_related("endpoint").filter(pk=delivery_id).first()
+    if delivery is None:  # deleted with its endpoint since the claim
+        return None
     held = Delivery.objects.filter(
         workspace_id=delivery.workspace_id, pk=delivery.pk, lease_token=token
     )
     Attempt.objects.filter(delivery=delivery, error=IN_PROGRESS).update(error=INTERRUPTED)
     started = now + timedelta(seconds=time.monotonic() - claimed_at)
-    logged = Attempt.objects.create(delivery=delivery, at=started, error=IN_PROGRESS)
+    try:
+        logged = Attempt.objects.create(delivery=delivery, at=started, error=IN_PROGRESS)
+    except IntegrityError:  # the same, a moment later
+        return None
     body, headers = signed_request(delivery, started)
     left = lease().total_seconds() - LEASE_MARGIN - (time.monotonic() - claimed_at)
     if left <= 0:  # this worker stalled: let another take the delivery, send nothing
@@ -268,7 +273,13 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
         logged.duration_ms = outcome.duration_ms
         logged.error = outcome.error[:500]
         logged.response_excerpt = outcome.excerpt[:1000]
-        logged.save(update_fields=["status_code", "duration_ms", "error", "response_excerpt"])
+        # An update, not save(): the endpoint (and this log) may have been deleted meanwhile.
+        Attempt.objects.filter(delivery=delivery, pk=logged.pk).update(
+            status_code=logged.status_code,
+            duration_ms=logged.duration_ms,
+            error=logged.error,
+            response_excerpt=logged.response_excerpt,
+        )
         if outcome.succeeded:
             status, next_at = DeliveryStatus.SUCCEEDED, None
         else:
@@ -281,8 +292,10 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
             lease_token="",
             updated_at=timezone.now(),
         )
-    if not recorded:  # cannot happen while attempts end before their lease; logged, not applied
-        logger.warning("attempt of %s outlived its lease; outcome not recorded", delivery.pk)
+    if not recorded:  # deleted meanwhile, or (never while attempts end before their lease) stale
+        logger.warning(
+            "attempt of %s: delivery deleted or lease lost; outcome not recorded", delivery.pk
+        )
         return logged
     if next_at is not None:
         queue(delivery.pk, countdown=max(0.0, (next_at - finished).total_seconds()))

@@ -317,4 +317,4 @@ def test_schema_fuzz(
     assert report["phases"]["stateful"]["status"] == "success", summary
     thin = {op: per_operation[op] for op in operations if per_operation[op] < FUZZ_EXAMPLES}
     assert not thin, f"operations with fewer than {FUZZ_EXAMPLES} test cases: {thin}"
-    assert not server_errors, "\n".join(server_errors[-40:])
+    assert not server_errors, "\n".join(list(stack.web.logs)[-80:])  # with the tracebacks

@@ -254,6 +254,35 @@ def test_one_attempt_at_a_time(api: Api, receiver: Receiver, workspace: Workspac
 
 
 @pytest.mark.django_db(transaction=True)
+def test_an_endpoint_deleted_during_an_attempt_ends_it_quietly(
+    api: Api, receiver: Receiver, workspace: Workspace
+) -> None:
+    """An endpoint deleted while its delivery is attempted (the schema fuzzer deletes webhooks
+    while embedded mode's sweeper attempts deliveries): the attempt raised when it recorded the
+    outcome on the log row the deletion had taken with it."""
+    hook = endpoint(api, receiver, events=["inbox.created"])
+    receiver.default = (200, 1.0)
+    inbox_services.inbox_create(workspace=workspace, local_part="vanishing")
+    delivery_id = services.due_deliveries()[0]
+    results: list[object] = []
+
+    def worker() -> None:
+        try:
+            results.append(services.attempt(delivery_id))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    receiver.wait_for(1)  # the request is out; the receiver holds it for a second
+    assert api.call("DELETE", f"webhooks/{hook['id']}").status_code == 200
+    thread.join()
+    assert len(results) == 1  # returned, no exception
+    assert not Delivery.objects.filter(pk=delivery_id).exists()
+    assert services.attempt(delivery_id) is None
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_stale_attempt_never_overwrites_the_attempt_that_took_over(
     api: Api, receiver: Receiver, workspace: Workspace
 ) -> None:
