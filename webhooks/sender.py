@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import ssl
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -75,13 +76,25 @@ def post(
     return Outcome(status, elapsed(), error, text)
 
 
+_local = threading.local()
+
+
+def _runner() -> asyncio.Runner:
+    """This thread's event loop for attempts, kept between them (a new loop per attempt, as
+    ``asyncio.run`` makes, cost ~0.4 ms of the ~14 ms a webhook worker spends per delivery)."""
+    runner = getattr(_local, "runner", None)
+    if runner is None:
+        runner = _local.runner = asyncio.Runner()
+    return runner
+
+
 def _run(coroutine: Any) -> Any:
-    """Runs ``coroutine`` to the end on a loop of its own (in a thread when the caller's thread
-    already runs one, as in embedded mode)."""
+    """Runs ``coroutine`` to the end on this thread's loop for attempts (in a thread of its own
+    when the caller's thread already runs a loop, as in embedded mode)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        return _runner().run(coroutine)
     with ThreadPoolExecutor(1) as executor:
         return executor.submit(asyncio.run, coroutine).result()
 

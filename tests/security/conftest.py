@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.webhooks.receiver import receiver  # noqa: F401  (a fixture: a real HTTP receiver)
+
 
 @pytest.fixture(scope="package")
 def live_stack(django_db_setup: None, django_db_blocker) -> Iterator[object]:  # type: ignore[no-untyped-def]

@@ -18,7 +18,6 @@ import contextlib
 import json
 import logging
 import smtplib
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -43,7 +42,7 @@ from tests.security.tenancy_world import (
     snapshot_all,
     succeeded,
 )
-from tests.webhooks.receiver import Receiver, _handler
+from webhooks.services import WEBHOOK_EVENTS
 
 
 @contextlib.contextmanager
@@ -469,21 +468,6 @@ def _admin_urls(secret_bearing: tuple[type, ...]) -> list[str]:
     return urls
 
 
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A real HTTP receiver on 127.0.0.1 (tests.webhooks.receiver)."""
-    from http.server import ThreadingHTTPServer
-
-    state = Receiver()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    state.port = server.server_address[1]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield state
-    server.shutdown()
-    server.server_close()
-
-
 def test_secrets_appear_nowhere_after_creation(
     live_stack, transactional_db: None, settings, receiver, figure
 ) -> None:  # type: ignore[no-untyped-def]
@@ -498,16 +482,7 @@ def test_secrets_appear_nowhere_after_creation(
     world = build_world()
     alpha = world.alpha
     base = live_stack.base_url
-    every_event = [
-        "email.received",
-        "email.labeled",
-        "inbox.created",
-        "inbox.expired",
-        "outbound.pending",
-        "outbound.sent",
-        "outbound.rejected",
-        "outbound.failed",
-    ]
+    every_event = list(WEBHOOK_EVENTS)
     responses: dict[str, str] = {}
     with everything_logged() as logged:
         # Created through the live web process, and in-process.

@@ -54,8 +54,9 @@ from tests.security.tenancy_world import (
     succeeded,
     tenant_models,
 )
-from tests.webhooks.receiver import Receiver, _handler
+from tests.webhooks.receiver import Receiver
 from webhooks.models import Delivery, Event
+from webhooks.services import WEBHOOK_EVENTS
 
 NOT_FOUND = (404, "not_found")
 
@@ -480,16 +481,6 @@ def test_bola_matrix_streaming(live_stack, transactional_db: None, unlimited: No
 # --- a thousand events in one workspace, none anywhere in the other -------------------------------
 
 EVENTS = int(os.environ.get("SECURITY_EVENTS", "1000"))  # make fuzz: 10,000
-WEBHOOK_EVENTS = (
-    "email.received",
-    "email.labeled",
-    "inbox.created",
-    "inbox.expired",
-    "outbound.pending",
-    "outbound.sent",
-    "outbound.rejected",
-    "outbound.failed",
-)
 STREAM_EVENTS = (
     "email.received",
     "email.labeled",
@@ -550,21 +541,6 @@ def _until(condition: Callable[[], bool], timeout: float) -> bool:
             return True
         time.sleep(0.2)
     return condition()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    """A real HTTP receiver on 127.0.0.1 (tests.webhooks.receiver), one path per workspace."""
-    from http.server import ThreadingHTTPServer
-
-    state = Receiver()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    server.daemon_threads = True
-    state.port = server.server_address[1]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield state
-    server.shutdown()
-    server.server_close()
 
 
 def test_foreign_events_reach_no_waiter_stream_or_webhook(
