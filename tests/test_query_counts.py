@@ -64,9 +64,7 @@ def _delivery(endpoint: Endpoint, n: int) -> None:
         status="failed",
     )
     for i in range(2):
-        Attempt.objects.create(
-            delivery=delivery, at=timezone.now(), status_code=500 + (n + i) % 3
-        )
+        Attempt.objects.create(delivery=delivery, at=timezone.now(), status_code=500 + (n + i) % 3)
 
 
 @pytest.fixture
