@@ -10,8 +10,10 @@ receives ``email.received`` at a receiver on 127.0.0.1 that records every reques
 Checked exactly, per shape: every message acknowledged with ``250`` is stored once (by
 Message-ID); one ``email.received`` event per email; one delivery per event, all succeeded;
 every delivery id reached the receiver, none twice and never two at once; each stream saw every
-event of the watched inbox exactly once. Measured: ingest msgs/s and the time until the last
-delivery succeeded. Writes ``results/scaleout.{json,md}``.
+event of the watched inbox exactly once. Measured: ingest msgs/s, the time until the last
+delivery succeeded, and where the CPU went while the mail arrived (each process type, the
+PostgreSQL backends, Redis, the load generator, and how busy the whole machine was): the
+next bottleneck. Writes ``results/scaleout.{json,md}``.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ import time
 import uuid
 from collections import Counter
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.benchmarks import database, ingest
-from tests.benchmarks.stack import RESULTS, child_env
+from tests.benchmarks.stack import RESULTS, CpuWindow, child_env
 from tests.live import CELERY_WORKER, ROOT, Process, free_port, sse_events
 from tests.webhooks.receiver import Receiver, _handler
 
@@ -96,6 +99,46 @@ class Shape:
                 worker.kill()
 
 
+def _descendants(pid: int) -> list[int]:
+    """The pids of ``pid``'s children and their children (a Celery worker's pool)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(
+                int(entry.name)
+            )
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
+def _cpu_pids(shape: Shape) -> dict[str, int]:
+    """Every process of the shape and the load generator, named ``<type>.<n>``."""
+    pids = {f"web.{n}": web.proc.pid for n, web in enumerate(shape.webs) if web.proc}
+    pids |= {f"smtpd.{n}": smtpd.proc.pid for n, smtpd in enumerate(shape.smtps) if smtpd.proc}
+    workers = [pid for w in shape.workers for pid in (w.pid, *_descendants(w.pid))]
+    pids |= {f"worker.{n}": pid for n, pid in enumerate(workers)}
+    return pids | {"harness.0": os.getpid()}
+
+
+def _by_type(window: dict[str, float]) -> dict[str, float]:
+    """CPU per process type in % of one CPU (``web.0_cpu_pct`` + ``web.1_cpu_pct`` …)."""
+    out: dict[str, float] = {}
+    for key, value in window.items():
+        if key.endswith("_cpu_pct"):
+            kind = key.removesuffix("_cpu_pct").split(".")[0]
+            out[kind] = round(out.get(kind, 0.0) + value, 1)
+    out["machine_busy_pct"] = window.get("machine_busy_pct", 0.0)
+    return out
+
+
 def _follow(
     url: str, key: str, got: list[int], ready: threading.Event, stop: threading.Event
 ) -> None:
@@ -150,9 +193,11 @@ def run_shape(name: str, shape: Shape, messages: int, receiver: Receiver) -> dic
     for n in range(messages):
         inbox = watched if n % 10 == 0 else random.choice(inboxes[1:])
         batch.append((inbox.address, ingest.realistic_4k(inbox.address, n)))
+    window = CpuWindow(_cpu_pids(shape), database.BENCH_DB)
     started = time.perf_counter()
     load = asyncio.run(ingest.load(shape.smtp_port, batch, ingest.CLIENTS))
     ingest_s = time.perf_counter() - started
+    cpu = _by_type(window.result())
     emails = Email.objects.filter(workspace=workspace)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -186,6 +231,7 @@ def run_shape(name: str, shape: Shape, messages: int, receiver: Receiver) -> dic
         "smtp_errors": load["errors"],
         "ingest_rate": round(load["ok"] / ingest_s, 1),
         "all_delivered_s": round(delivered_s, 1),
+        "cpu_during_ingest": cpu,
         "stored": emails.count(),
         "stored_twice": sum(1 for n in message_ids.values() if n > 1),
         "events": received.count(),
@@ -238,6 +284,19 @@ def markdown(results: dict[str, dict]) -> str:
             f"| {'yes' if r['exactly_once'] else '**no**'} | {r['ingest_rate']}/s "
             f"| {r['all_delivered_s']} s |"
         )
+    kinds = ("smtpd", "postgres", "web", "worker", "redis", "harness", "other")
+    lines += [
+        "",
+        "CPU while the mail arrived, in % of one CPU (the machine has "
+        f"{os.cpu_count()}; `machine` is the busy share of all of them):",
+        "",
+        "| processes | " + " | ".join(kinds) + " | machine |",
+        "|---|" + "---:|" * (len(kinds) + 1),
+    ]
+    for name, r in results.items():
+        cpu = r["cpu_during_ingest"]
+        cells = " | ".join(f"{cpu.get(kind, 0.0):.0f}" for kind in kinds)
+        lines.append(f"| {name} | {cells} | {cpu['machine_busy_pct']:.0f} % |")
     return "\n".join(lines)
 
 
