@@ -993,7 +993,7 @@ class _Scanner:
         found: list[tuple[int, int]] = []
         text, low = self.text, self.low
         for start, end in self._keyword_spans():
-            cased = _CASED_KEYWORDS.get(low[start:end]) if end - start == 3 else None
+            cased = _CASED_KEYWORDS.get(low[start:end])
             if cased is not None and text[start:end] != cased:
                 continue
             if near_codes and not self._reaches_code(start, end):

@@ -269,17 +269,16 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
     )
     finished = started + timedelta(milliseconds=outcome.duration_ms)
     with transaction.atomic():
-        logged.status_code = outcome.status_code
-        logged.duration_ms = outcome.duration_ms
-        logged.error = outcome.error[:500]
-        logged.response_excerpt = outcome.excerpt[:1000]
+        result = {
+            "status_code": outcome.status_code,
+            "duration_ms": outcome.duration_ms,
+            "error": outcome.error[:500],
+            "response_excerpt": outcome.excerpt[:1000],
+        }
         # An update, not save(): the endpoint (and this log) may have been deleted meanwhile.
-        Attempt.objects.filter(delivery=delivery, pk=logged.pk).update(
-            status_code=logged.status_code,
-            duration_ms=logged.duration_ms,
-            error=logged.error,
-            response_excerpt=logged.response_excerpt,
-        )
+        Attempt.objects.filter(delivery=delivery, pk=logged.pk).update(**result)
+        for name, value in result.items():
+            setattr(logged, name, value)
         if outcome.succeeded:
             status, next_at = DeliveryStatus.SUCCEEDED, None
         else:

@@ -1,9 +1,8 @@
-"""Django's PostgreSQL compilers, the insert compiler without the ``UNNEST`` form (see
-:mod:`config.postgresql.base` for why)."""
+"""Django's PostgreSQL compilers, but the insert compiler is Django's generic one, which writes
+``VALUES`` rows, instead of PostgreSQL's ``UNNEST`` form (see :mod:`config.postgresql.base` for
+why)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from django.db.backends.postgresql.compiler import (
     SQLAggregateCompiler,
@@ -11,7 +10,7 @@ from django.db.backends.postgresql.compiler import (
     SQLDeleteCompiler,
     SQLUpdateCompiler,
 )
-from django.db.models.sql.compiler import SQLInsertCompiler as BaseSQLInsertCompiler
+from django.db.models.sql.compiler import SQLInsertCompiler
 
 __all__ = [
     "SQLAggregateCompiler",
@@ -20,8 +19,3 @@ __all__ = [
     "SQLInsertCompiler",
     "SQLUpdateCompiler",
 ]
-
-
-class SQLInsertCompiler(BaseSQLInsertCompiler):
-    def assemble_as_sql(self, fields: Any, value_rows: Any) -> Any:
-        return BaseSQLInsertCompiler.assemble_as_sql(self, fields, value_rows)

@@ -91,6 +91,7 @@ def launch_chromium(playwright: Any) -> Any:
 
 
 def kill_marked(marker: str) -> int:
+    """SIGKILLs every process whose command line holds ``marker``; returns how many."""
     killed = 0
     for proc in Path("/proc").iterdir():
         try:

@@ -47,6 +47,21 @@ def endpoint(api: Api, receiver: Receiver, **fields: object) -> dict:
     return body.json()
 
 
+def attempt_in_thread(delivery_id: str, results: list[object]) -> threading.Thread:
+    """Starts ``services.attempt`` in a thread of its own (with its own database connection),
+    appending what it returns to ``results``."""
+
+    def run() -> None:
+        try:
+            results.append(services.attempt(delivery_id))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
 def deliver_due() -> int:
     """What a worker does: attempt every due delivery."""
     return sum(services.attempt(d) is not None for d in services.due_deliveries())
@@ -237,16 +252,7 @@ def test_one_attempt_at_a_time(api: Api, receiver: Receiver, workspace: Workspac
     inbox_services.inbox_create(workspace=workspace, local_part="race")
     delivery_id = services.due_deliveries()[0]
     results: list[object] = []
-
-    def worker() -> None:
-        try:
-            results.append(services.attempt(delivery_id))
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for thread in threads:
-        thread.start()
+    threads = [attempt_in_thread(delivery_id, results) for _ in range(4)]
     for thread in threads:
         thread.join()
     assert sum(r is not None for r in results) == 1
@@ -265,15 +271,7 @@ def test_an_endpoint_deleted_during_an_attempt_ends_it_quietly(
     inbox_services.inbox_create(workspace=workspace, local_part="vanishing")
     delivery_id = services.due_deliveries()[0]
     results: list[object] = []
-
-    def worker() -> None:
-        try:
-            results.append(services.attempt(delivery_id))
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=worker)
-    thread.start()
+    thread = attempt_in_thread(delivery_id, results)
     receiver.wait_for(1)  # the request is out; the receiver holds it for a second
     assert api.call("DELETE", f"webhooks/{hook['id']}").status_code == 200
     thread.join()
@@ -293,15 +291,7 @@ def test_a_stale_attempt_never_overwrites_the_attempt_that_took_over(
     inbox_services.inbox_create(workspace=workspace, local_part="stale")
     delivery_id = services.due_deliveries()[0]
     results: list[object] = []
-
-    def stale() -> None:
-        try:
-            results.append(services.attempt(delivery_id))
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=stale)
-    thread.start()
+    thread = attempt_in_thread(delivery_id, results)  # the stale one
     receiver.wait_for(1)
     later = timezone.now() + services.lease() + timedelta(seconds=1)
     assert services.attempt(delivery_id, now=later) is not None
