@@ -339,3 +339,27 @@ def test_message_readable_through_the_api(smtp_server: SmtpServer, inbox: Inbox,
     assert "filename*=utf-8''" in download["Content-Disposition"]
     raw_download = api.get(f"/api/v1/emails/{email['id']}/raw")
     assert raw_download["Content-Type"] == "message/rfc822" and raw_download.content == raw
+
+
+def test_interleaved_sessions_keep_their_own_envelopes(
+    smtp_server: SmtpServer, workspace: Workspace
+) -> None:
+    """Sessions share the state aiosmtpd computes once per process, never each other's: three
+    open sessions, commands interleaved, each message reaches its own inbox from its sender."""
+    inboxes = [
+        inbox_services.inbox_create(workspace=workspace, local_part=f"i{n}") for n in range(3)
+    ]
+    clients = [smtp_server.client() for _ in inboxes]
+    for client in clients:
+        assert client.ehlo()[0] == 250
+    for n, client in enumerate(clients):
+        assert client.mail(f"sender{n}@example.org")[0] == 250
+    for client, inbox in zip(reversed(clients), reversed(inboxes), strict=True):
+        assert client.rcpt(inbox.address)[0] == 250
+    for n, (client, inbox) in enumerate(zip(clients, inboxes, strict=True)):
+        raw = message(to=inbox.address, subject=f"session {n}", text=f"body {n}\n")
+        assert client.data(raw)[0] == 250
+        client.quit()
+    for n, inbox in enumerate(inboxes):
+        email = _only_email(inbox)
+        assert (email.subject, email.envelope_from) == (f"session {n}", f"sender{n}@example.org")

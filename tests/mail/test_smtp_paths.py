@@ -88,3 +88,27 @@ def test_a_path_the_parser_cannot_take_is_a_malformed_address() -> None:
     the exception's text and log a traceback. Ours: a malformed address (553)."""
     results = both(["<@", '<"'])
     assert results == [((None, None), IndexError)] * 2
+
+
+def test_sessions_after_the_first_are_set_up_like_aiosmtpd_sets_them_up() -> None:
+    """Every session after the first comes from the first one's state (no ``getmembers`` per
+    connection): same attributes as a full set-up, its command and AUTH methods bound to
+    itself, and its own stream."""
+
+    async def run() -> None:
+        handler = Handler()
+        first, second, third = (make_protocol(handler) for _ in range(3))
+        assert handler.protocol_state is not None
+        assert set(second.__dict__) == set(first.__dict__) == set(third.__dict__)
+        for session in (second, third):
+            assert session._smtp_methods.keys() == first._smtp_methods.keys()
+            assert {m.__self__ for m in session._smtp_methods.values()} == {session}
+            assert session._auth_methods.keys() == first._auth_methods.keys()
+            builtin = [a.method for a in session._auth_methods.values() if a.is_builtin]
+            assert builtin and {m.__self__ for m in builtin} == {session}
+            assert session._stream_reader is not first._stream_reader
+            assert session._closed is not first._closed
+            assert session.session is None and session.envelope is None
+        assert second._stream_reader is not third._stream_reader
+
+    asyncio.run(run())
