@@ -992,7 +992,7 @@ class _Scanner:
         ``near_codes``, only those with a code candidate within reach."""
         found: list[tuple[int, int]] = []
         text, low = self.text, self.low
-        for start, end in self._keyword_spans():
+        for start, end in self._keyword_spans(near_codes=near_codes):
             cased = _CASED_KEYWORDS.get(low[start:end])
             if cased is not None and text[start:end] != cased:
                 continue
@@ -1005,12 +1005,14 @@ class _Scanner:
                 return found
         return found
 
-    def _keyword_spans(self) -> list[tuple[int, int]]:
-        """Spans of the keyword regular expressions in the regions around stems, in order."""
+    def _keyword_spans(self, *, near_codes: bool = False) -> list[tuple[int, int]]:
+        """Spans of the keyword regular expressions in the regions around stems, in order; with
+        ``near_codes``, only in the lines that have a code candidate within reach."""
         low = self.low
         spans: list[tuple[int, int]] = []
         cjk = not low.isascii()
-        for lo, hi in self._regions():
+        regions = self._regions()
+        for lo, hi in self._near_codes(regions) if near_codes else regions:
             hi = min(hi, len(low))
             spans += [m.span() for m in _LATIN_KEYWORD_RE.finditer(low, lo, hi)]
             if cjk:
@@ -1018,6 +1020,28 @@ class _Scanner:
         if cjk:
             spans.sort()
         return spans
+
+    def _near_codes(self, regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The regions cut at line breaks, keeping the pieces where a keyword could reach a code.
+
+        Exact: no keyword spans a line break (``tests/mail/test_extraction.py`` checks the
+        patterns), and a line break is no word character, so scanning up to one or from just
+        after one finds what a scan across it finds. A keyword inside a piece reaches no further
+        than ``BEFORE_WINDOW`` before it and ``AFTER_WINDOW`` after it; a piece without a digit or
+        capital letter in that reach holds no keyword that :meth:`_reaches_code` would keep. On
+        keyword-dense text (a long mail of "confirm your account" prose around one code) this
+        leaves the few lines around the code.
+        """
+        low, pieces = self.low, []
+        for lo, hi in regions:
+            start, hi = lo, min(hi, len(low))
+            while start < hi:
+                newline = low.find("\n", start, hi)
+                end = hi if newline < 0 else newline
+                if end > start and self._capitals_in(start - BEFORE_WINDOW, end + AFTER_WINDOW + 1):
+                    pieces.append((start, end))
+                start = end + 1
+        return pieces
 
     def _qualified(self, start: int, end: int) -> bool:
         """Whether the keyword at start:end is qualified as another kind of code."""

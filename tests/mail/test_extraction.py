@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from mail import extraction
 from mail.extraction import AFTER_WINDOW, BEFORE_WINDOW, extract
+from mail.htmltext import html_to_text
 
 
 @dataclass(frozen=True)
@@ -992,3 +993,75 @@ def test_the_keyword_shortcut_holds_at_every_distance(gap: int) -> None:
         assert extraction._codes_in(fast, fast.keywords(near_codes=True), False) == (
             extraction._codes_in(slow, slow.keywords(), False)
         )
+
+
+# --- keywords near codes: the line-cut scan finds exactly what the whole scan keeps ---------
+
+_LINE_FREE = ("\\s", "\\S", "\\W", "\\D", "[^", ".", "\n")
+
+
+def test_no_keyword_pattern_can_match_a_line_break() -> None:
+    """What makes ``_Scanner._near_codes`` exact: a keyword never spans a line break."""
+    for pattern in (*extraction._LATIN_KEYWORDS, *extraction._CJK_KEYWORDS):
+        assert not any(piece in pattern for piece in _LINE_FREE), pattern
+
+
+def _kept_near_codes(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(line-cut scan, whole scan) of the keywords :meth:`_reaches_code` keeps."""
+    scanner = extraction._Scanner(extraction._prepare(text))
+    cut = [s for s in scanner._keyword_spans(near_codes=True) if scanner._reaches_code(*s)]
+    whole = [s for s in scanner._keyword_spans() if scanner._reaches_code(*s)]
+    return cut, whole
+
+
+@pytest.mark.parametrize("message", CORPUS, ids=lambda m: m.id)
+def test_line_cut_keyword_scan_matches_the_whole_scan_on_the_corpus(message: Message) -> None:
+    for text in (message.subject, message.text, html_to_text(message.html)):
+        cut, whole = _kept_near_codes(text)
+        assert cut == whole
+
+
+_PIECES = st.sampled_from(
+    [
+        "code",
+        "verification code",
+        "one-time",
+        "one time password",
+        "pass code",
+        "OTP",
+        "PIN",
+        "confirm",
+        "account",
+        "your",
+        "認証コード",
+        "482913",
+        "AB12CD",
+        "2024",
+        " ",
+        "  ",
+        "\n",
+        "\n\n",
+        ":",
+        "-",
+        ".",
+        "x" * 40,
+        "é",
+    ]
+)
+
+
+@settings(max_examples=1_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_PIECES, min_size=0, max_size=80))
+def test_line_cut_keyword_scan_matches_the_whole_scan_on_generated_text(pieces: list[str]) -> None:
+    cut, whole = _kept_near_codes("".join(pieces))
+    assert cut == whole
+
+
+def test_line_cut_keyword_scan_skips_far_lines() -> None:
+    """The point of it: a long keyword-dense mail keeps only the lines near its code."""
+    filler = "\n".join(["please verify your account and confirm the code below"] * 60)
+    text = extraction._prepare(f"Your verification code is 482913.\n\n{filler}")
+    scanner = extraction._Scanner(text)
+    near = scanner._keyword_spans(near_codes=True)
+    assert 0 < len(near) < 10 < len(scanner._keyword_spans())
+    assert extract(subject="Your code", text=text, html="")["code"] == "482913"
