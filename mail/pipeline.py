@@ -305,10 +305,10 @@ class _Batch:
         if it has gone since (deleted, perhaps re-created under the same address), the address
         is looked up again."""
         hints = [{r: inbox.pk for r, inbox in (m.admitted or {}).items()} for m in self.messages]
-        found = self._lookup(
-            {r for m, hinted in zip(self.messages, hints, strict=True) for r in m.rcpt_tos}
-            - {r for hinted in hints for r in hinted}
-        )
+        unhinted = {
+            r for m, hinted in zip(self.messages, hints, strict=True) for r in m.rcpt_tos
+        } - {r for hinted in hints for r in hinted}
+        found = self._lookup(unhinted) if unhinted else {}  # SMTP admitted them all at RCPT
         inboxes = inbox_selectors.inboxes_locked(
             sorted({*found.values(), *(pk for hinted in hints for pk in hinted.values())})
         )

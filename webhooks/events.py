@@ -128,7 +128,10 @@ def emit_many(changes: Sequence[Change]) -> list[Event]:
     after-commit publication. Per inbox, the events chain in the order given."""
     if not changes:
         return []
-    with transaction.atomic():
+    # No savepoint: the events commit with the change they describe or not at all, so an error
+    # here must fail the caller's transaction, never leave it to commit without them (and a
+    # savepoint costs two round trips per batch of received mail).
+    with transaction.atomic(savepoint=False):
         heads = _chain_heads(sorted({c.inbox_id for c in changes if c.inbox_id}))
         records = Event.objects.bulk_create(
             Event(
