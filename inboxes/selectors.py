@@ -124,9 +124,32 @@ def inbox_ids_for_addresses(addresses: Iterable[str]) -> dict[str, str]:
     return dict(Inbox.objects.unscoped().filter(address__in=addresses).values_list("address", "pk"))
 
 
+_LOCKED_INBOXES = "SELECT * FROM inboxes_inbox WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+_THEIR_WORKSPACES = "SELECT * FROM apikeys_workspace WHERE id = ANY(%s)"
+
+
 def inboxes_locked(ids: Sequence[str]) -> dict[str, Inbox]:
     """The inboxes with these ids, with their workspace, locked ``FOR UPDATE`` in id order (so
-    two receivers never deadlock) until the transaction ends."""
+    two receivers never deadlock) until the transaction ends.
+
+    The receive path runs this once per batch of mail. On PostgreSQL it is two raw queries of
+    whole rows (``Model.objects.raw`` still converts each column as the ORM does): the
+    queryset below, with its join, cost ~1 ms of CPU per batch in Django's SQL compiler, more
+    than the rest of the batch's reads together.
+    """
+    if not ids:
+        return {}
+    if connection.vendor == "postgresql":
+        locked = list(Inbox.objects.raw(_LOCKED_INBOXES, [list(ids)]))
+        workspaces = {
+            w.pk: w
+            for w in Workspace.objects.raw(
+                _THEIR_WORKSPACES, [list({inbox.workspace_id for inbox in locked})]
+            )
+        }
+        for inbox in locked:
+            inbox.workspace = workspaces[inbox.workspace_id]
+        return {inbox.pk: inbox for inbox in locked}
     rows = (
         Inbox.objects.unscoped()  # ids the receive path resolved from recipient addresses
         .select_for_update(of=("self",))

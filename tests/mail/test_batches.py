@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apikeys.models import Workspace
@@ -231,3 +231,39 @@ def test_an_inbox_recreated_under_the_same_address_gets_its_mail(
     inbox_services.inbox_delete(inbox=second)
     with pytest.raises(smtplib.SMTPException):  # gone, and not admitted from memory either
         smtp_server.send(message(to=second.address, subject="to nobody"), to=[second.address])
+
+
+def test_inboxes_locked_reads_whole_rows_with_their_workspace_and_locks_them(
+    transactional_db: None, workspace: Workspace
+) -> None:
+    """The batch's one read of its inboxes (raw SQL on PostgreSQL): the rows as the ORM reads
+    them (JSON and datetimes converted), the workspace attached without a query, unknown ids
+    left out, and the rows locked until the transaction ends."""
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    from inboxes.selectors import inboxes_locked
+
+    a = inbox_services.inbox_create(workspace=workspace, local_part="lock-a", tags=["x", "y"])
+    b = inbox_services.inbox_create(workspace=workspace, local_part="lock-b", ttl_minutes=60)
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as reads:
+            found = inboxes_locked(sorted([b.pk, a.pk, "inb_missing"]))
+            assert {pk: inbox.workspace.name for pk, inbox in found.items()} == {
+                a.pk: workspace.name,
+                b.pk: workspace.name,
+            }
+        assert len(reads) == (2 if connection.vendor == "postgresql" else 1)
+        assert list(found) == sorted([a.pk, b.pk])
+        assert found[a.pk].tags == ["x", "y"] and found[a.pk].expires_at is None
+        assert found[b.pk].expires_at == Inbox.objects.get(pk=b.pk).expires_at
+        assert found[b.pk].expires_at.tzinfo is not None
+        if connection.vendor == "postgresql":
+            other = connections.create_connection("default")
+            try:
+                with other.cursor() as cursor, pytest.raises(Exception, match="obtain lock"):
+                    cursor.execute(
+                        "SELECT id FROM inboxes_inbox WHERE id = %s FOR UPDATE NOWAIT", [a.pk]
+                    )
+            finally:
+                other.close()
