@@ -13,6 +13,7 @@ from django.db import IntegrityError, models, transaction
 
 from apikeys.models import Workspace
 from config.api.errors import FeatureDisabled, ValidationFailed
+from config.bulk import bulk_insert
 from labels import rules as rules_engine
 from labels.classifier.base import Backend, EmailFacts, Example, Verdict
 from labels.exceptions import LabelExists
@@ -99,8 +100,7 @@ def _rules_match(label: Label, facts: rules_engine.Facts) -> bool:
 
 def labels_store(rows: Sequence[EmailLabel]) -> None:
     """Stores label rows made by :func:`rule_labels` (one insert for a batch)."""
-    if rows:
-        EmailLabel.objects.bulk_create(rows)
+    bulk_insert(EmailLabel, rows)
 
 
 def label_dicts(rows: Sequence[EmailLabel]) -> list[dict]:

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from config.bulk import bulk_insert
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
 from inboxes.addresses import canonical_address, sender_allowed, split_address
@@ -414,15 +415,21 @@ class _Batch:
     def _write(self, inboxes: dict[str, Inbox]) -> None:
         """The inserts of the batch, the room drop_oldest needs, the counters, the events."""
         if self.copies:
-            emails = Email.objects.bulk_create(c.email for c in self.copies)
-            RawMessage.objects.bulk_create(
-                RawMessage(email=email, content=c.prepared.raw, sha256=c.prepared.sha256)
-                for c, email in zip(self.copies, emails, strict=True)
+            emails = bulk_insert(Email, (c.email for c in self.copies))
+            bulk_insert(
+                RawMessage,
+                (
+                    RawMessage(email=email, content=c.prepared.raw, sha256=c.prepared.sha256)
+                    for c, email in zip(self.copies, emails, strict=True)
+                ),
             )
-            Attachment.objects.bulk_create(
-                _attachment(c.email, position, part)
-                for c in self.copies
-                for position, part in enumerate(c.prepared.parsed.attachments)
+            bulk_insert(
+                Attachment,
+                (
+                    _attachment(c.email, position, part)
+                    for c in self.copies
+                    for position, part in enumerate(c.prepared.parsed.attachments)
+                ),
             )
             label_services.labels_store([row for c in self.copies for row in c.labels])
         changed: dict[str, Inbox] = {}

@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from config.bulk import bulk_insert
 from webhooks.models import Event
 from webhooks.services import fan_out
 
@@ -133,15 +134,18 @@ def emit_many(changes: Sequence[Change]) -> list[Event]:
     # savepoint costs two round trips per batch of received mail).
     with transaction.atomic(savepoint=False):
         heads = _chain_heads(sorted({c.inbox_id for c in changes if c.inbox_id}))
-        records = Event.objects.bulk_create(
-            Event(
-                workspace_id=c.workspace_id,
-                inbox_id=c.inbox_id,
-                type=c.type,
-                data=c.data,
-                prev_id=heads.get(c.inbox_id),
-            )
-            for c in changes
+        records = bulk_insert(
+            Event,
+            (
+                Event(
+                    workspace_id=c.workspace_id,
+                    inbox_id=c.inbox_id,
+                    type=c.type,
+                    data=c.data,
+                    prev_id=heads.get(c.inbox_id),
+                )
+                for c in changes
+            ),
         )
         relinked = []
         for change, event in zip(changes, records, strict=True):

@@ -1,0 +1,109 @@
+"""``config.bulk.bulk_insert`` stores exactly what ``QuerySet.bulk_create`` stores, row by row,
+on the database this run uses (PostgreSQL, or SQLite in the embedded pass)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from django.db import connection, models
+from django.test.utils import CaptureQueriesContext
+
+from apikeys.models import Workspace
+from config.bulk import bulk_insert, rows_per_statement
+from inboxes import services as inbox_services
+from labels.models import EmailLabel, Label
+from mail.models import Attachment, Email, RawMessage
+from webhooks.models import Event
+
+AT = datetime(2026, 11, 24, 12, 30, 15, 123456, tzinfo=UTC)
+
+
+def _row(obj: models.Model, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The stored row of ``obj``, read back through the ORM (bytes as bytes)."""
+    stored = type(obj).objects.unscoped().filter(pk=obj.pk).values().get()  # type: ignore[attr-defined]
+    return {
+        k: bytes(v) if isinstance(v, memoryview) else v for k, v in stored.items() if k not in skip
+    }
+
+
+def _email(inbox: Any, n: int) -> Email:
+    return Email(
+        workspace_id=inbox.workspace_id,
+        inbox=inbox,
+        message_id=f"<m{n}@x.example>",
+        from_address="a@shop.example",
+        from_name="Shöp ✓ 'quoted' \"double\" \\ back",
+        to=[{"address": "x@y.example", "name": "X"}],
+        headers=[["Subject", "Hi"], ["X-Null", ""]],
+        subject=f"Your code is {n:06d}",
+        text="line\nnext %s %(x)s {}",
+        html="<p>hi</p>",
+        preview="hi",
+        search_text="hi",
+        size=1234 + n,
+        references=["<a@b>"],
+        extracted={"code": f"{n:06d}", "link": None, "codes": [], "links": []},
+        has_attachments=bool(n % 2),
+        received_at=AT,
+        announced_at=None if n % 2 else AT,
+    )
+
+
+@pytest.mark.django_db
+def test_rows_match_bulk_create_for_every_model_of_the_receive_path(workspace: Workspace) -> None:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="bulk")
+    label = Label.objects.create(workspace=workspace, key="otp", name="OTP")
+    ours = bulk_insert(Email, [_email(inbox, n) for n in range(3)])
+    theirs = Email.objects.bulk_create([_email(inbox, n) for n in range(3)])
+    pairs: list[tuple[models.Model, models.Model, tuple[str, ...]]] = [
+        (o, t, ("id",)) for o, t in zip(ours, theirs, strict=True)
+    ]
+    for make in (
+        lambda e: RawMessage(email=e, content=b"\x00\xff raw \r\n", sha256="ab" * 32),
+        lambda e: Attachment(email=e, position=1, filename="a.pdf", size=3, content=b"%PDF"),
+        lambda e: EmailLabel(email=e, label=label, key="otp", source="rule", confidence=0.5),
+    ):
+        model = type(make(ours[0]))
+        mine = bulk_insert(model, [make(e) for e in ours])
+        other = model.objects.bulk_create([make(e) for e in theirs])
+        skip = ("id", "email_id", "created_at")
+        pairs += [(o, t, skip) for o, t in zip(mine, other, strict=True)]
+    for obj, same, skip in pairs:
+        assert obj.pk is not None and not obj._state.adding and obj._state.db == "default"
+        assert _row(obj, skip) == _row(same, skip)
+
+
+@pytest.mark.django_db
+def test_auto_primary_keys_and_auto_now_come_back_in_order(workspace: Workspace) -> None:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="events")
+    events = [
+        Event(workspace_id=workspace.pk, inbox_id=inbox.pk, type="email.received", data={"n": n})
+        for n in range(5)
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        stored = bulk_insert(Event, events)
+    assert len(queries) == 1
+    assert [e.pk for e in stored] == sorted(e.pk for e in stored)
+    for event in stored:
+        row = Event.objects.unscoped().get(pk=event.pk)
+        assert row.data == event.data and row.created_at == event.created_at
+        assert event.created_at is not None
+
+
+@pytest.mark.django_db
+def test_more_rows_than_one_statement_takes_are_split(workspace: Workspace) -> None:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="many")
+    count = rows_per_statement(Event, 100_000) + 3
+    assert count < 100_000
+    stored = bulk_insert(
+        Event,
+        (
+            Event(workspace_id=workspace.pk, inbox_id=inbox.pk, type="x", data={"n": n})
+            for n in range(count)
+        ),
+    )
+    assert len({e.pk for e in stored}) == count
+    assert Event.objects.unscoped().filter(inbox_id=inbox.pk, type="x").count() == count
+    assert bulk_insert(Event, []) == []
