@@ -13,7 +13,7 @@ from django.db import IntegrityError, models, transaction
 
 from apikeys.models import Workspace
 from config.api.errors import FeatureDisabled, ValidationFailed
-from config.bulk import bulk_insert
+from config.rows import bulk_insert
 from labels import rules as rules_engine
 from labels.classifier.base import Backend, EmailFacts, Example, Verdict
 from labels.exceptions import LabelExists

@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from config.bulk import bulk_insert
+from config.rows import bulk_insert
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
 from inboxes.addresses import canonical_address, sender_allowed, split_address

@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from config.bulk import bulk_insert
+from config.rows import bulk_insert
 from webhooks.models import Event
 from webhooks.services import fan_out
 

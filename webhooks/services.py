@@ -24,6 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from config.rows import placeholders, select_rows
 from webhooks import secrets, sender
 from webhooks.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
 
@@ -148,9 +149,9 @@ def fan_out(records: Sequence[Event]) -> list[Delivery]:
     if not wanted:
         return []
     endpoints: dict[str, list[Endpoint]] = {}
-    for endpoint in Endpoint.objects.filter(
-        workspace_id__in={event.workspace_id for event in wanted}, enabled=True
-    ):
+    owners = sorted({event.workspace_id for event in wanted})
+    where = f"workspace_id IN ({placeholders(len(owners))}) AND enabled = %s ORDER BY id"
+    for endpoint in select_rows(Endpoint, where, [*owners, True]):  # per batch: config.rows
         endpoints.setdefault(endpoint.workspace_id, []).append(endpoint)
     return _save_and_queue(
         [

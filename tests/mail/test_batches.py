@@ -236,9 +236,9 @@ def test_an_inbox_recreated_under_the_same_address_gets_its_mail(
 def test_inboxes_locked_reads_whole_rows_with_their_workspace_and_locks_them(
     transactional_db: None, workspace: Workspace
 ) -> None:
-    """The batch's one read of its inboxes (raw SQL on PostgreSQL): the rows as the ORM reads
-    them (JSON and datetimes converted), the workspace attached without a query, unknown ids
-    left out, and the rows locked until the transaction ends."""
+    """The batch's read of its inboxes and their workspaces (``config.rows``): the rows as the
+    ORM reads them (JSON and datetimes converted), the workspace attached without a query,
+    unknown ids left out, and the rows locked until the transaction ends."""
     from django.db import connections
     from django.test.utils import CaptureQueriesContext
 
@@ -253,7 +253,7 @@ def test_inboxes_locked_reads_whole_rows_with_their_workspace_and_locks_them(
                 a.pk: workspace.name,
                 b.pk: workspace.name,
             }
-        assert len(reads) == (2 if connection.vendor == "postgresql" else 1)
+        assert len(reads) == 2
         assert list(found) == sorted([a.pk, b.pk])
         assert found[a.pk].tags == ["x", "y"] and found[a.pk].expires_at is None
         assert found[b.pk].expires_at == Inbox.objects.get(pk=b.pk).expires_at

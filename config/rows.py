@@ -1,25 +1,30 @@
-"""``bulk_insert``: the receive path's inserts without Django's SQL compiler.
+"""Whole model rows in and out of the receive path without Django's SQL compiler.
 
-``QuerySet.bulk_create`` builds its SQL anew for every call: an insert compiler, a placeholder
-and a ``get_db_prep_save`` call per field and row, the ``RETURNING`` clause. For a batch of received
-mail (emails of 25 columns, raw bytes, attachments, events, labels) that cost more CPU than
-PostgreSQL took to store the rows. Here the statement text is built once per (table, columns,
-number of rows) and cached; each value still goes through the field's ``pre_save`` and
-``get_db_prep_save``, so what is stored is exactly what ``bulk_create`` stores, on PostgreSQL and
-on SQLite alike (``tests/test_bulk_insert.py`` compares the two row by row). On PostgreSQL, rows
-whose primary key the caller set (emails, raw bytes, attachments) go in by ``COPY``, which
-psycopg formats in C; rows that need their key back use ``INSERT … RETURNING``. A ``COPY`` is
-not a query Django's debug cursor records, so ``CaptureQueriesContext`` does not count it.
+Every batch of received mail reads its inboxes (locked), their workspaces, the enabled labels
+and the webhook endpoints, and inserts emails, raw bytes, attachments, labels and events. The
+ORM compiles each of those statements anew on every call (select lists, joins, placeholders, a
+``get_db_prep_save`` call per field and row, the ``RETURNING`` clause): for a batch of mail that
+cost more CPU than PostgreSQL took to do the work. Here the statement text is built once per
+shape and cached:
 
-Only what the receive path needs: new rows of plain concrete fields, with ``RETURNING`` of an
-auto-incremented primary key. No conflict handling, no multi-table inheritance, no signals
-(``bulk_create`` sends none either).
+- :func:`select_rows` reads whole rows of one model with a fixed ``WHERE``, each column still
+  converted as the ORM converts it (JSON, for one), into instances as the ORM makes them
+  (``Model.from_db``);
+- :func:`bulk_insert` stores new instances exactly as ``bulk_create`` stores them (each value
+  through the field's ``pre_save`` and ``get_db_prep_save``). On PostgreSQL, rows whose primary
+  key the caller set (emails, raw bytes, attachments) go in by ``COPY``, which psycopg formats in
+  C; rows that need their key back use ``INSERT … RETURNING``. A ``COPY`` is not a query
+  Django's debug cursor records, so ``CaptureQueriesContext`` does not count it.
+
+Both run on PostgreSQL and on SQLite; ``tests/test_rows.py`` compares them with the ORM row by
+row. Only what the receive path needs: plain concrete fields, no conflict handling, no
+multi-table inheritance, no signals (``bulk_create`` sends none either).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from django.db import connections, models
@@ -40,6 +45,51 @@ def _statement(table: str, columns: tuple[str, ...], rows: int, returning: str |
         + ", ".join([row] * rows)
     )
     return f"{sql} RETURNING {quote(returning)}" if returning else sql
+
+
+@functools.cache
+def _reader(model: type[models.Model], using: str) -> tuple[str, list[str], list[tuple]]:
+    """The select list, attribute names and column converters of ``model``'s whole rows."""
+    connection = connections[using]
+    fields = model._meta.concrete_fields
+    table = model._meta.db_table
+    converters = []
+    for index, field in enumerate(fields):
+        col = field.get_col(table)
+        found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+        if found:
+            converters.append((index, col, found))
+    select = ", ".join(f"{_quote(table)}.{_quote(f.column)}" for f in fields)
+    return select, [f.attname for f in fields], converters
+
+
+def select_rows(
+    model: type[M], where: str, params: Sequence[Any], *, lock: bool = False, using: str = "default"
+) -> list[M]:
+    """``SELECT`` of whole rows of ``model`` ``WHERE where`` (``%s`` placeholders; an
+    ``ORDER BY`` may follow the condition), as instances; ``lock`` adds ``FOR UPDATE`` where
+    the database has it (SQLite serialises writers anyway)."""
+    connection = connections[using]
+    select, names, converters = _reader(model, using)
+    sql = f"SELECT {select} FROM {_quote(model._meta.db_table)} WHERE {where}"
+    if lock and connection.features.has_select_for_update:
+        sql += " FOR UPDATE"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    found = []
+    for row in rows:
+        values = list(row)
+        for index, col, functions in converters:
+            for convert in functions:
+                values[index] = convert(values[index], col, connection)
+        found.append(model.from_db(using, names, values))
+    return found
+
+
+def placeholders(count: int) -> str:
+    """``%s, %s, …`` for an ``IN (…)`` of ``count`` values."""
+    return ", ".join(["%s"] * count)
 
 
 MAX_PARAMETERS = 65_535  # PostgreSQL's limit of bound parameters per statement

@@ -1,5 +1,6 @@
-"""``config.bulk.bulk_insert`` stores exactly what ``QuerySet.bulk_create`` stores, row by row,
-on the database this run uses (PostgreSQL, or SQLite in the embedded pass)."""
+"""``config.rows``: ``bulk_insert`` stores exactly what ``QuerySet.bulk_create`` stores and
+``select_rows`` reads exactly what the ORM reads, row by row, on the database this run uses
+(PostgreSQL, or SQLite in the embedded pass)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from django.db import connection, models
 from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
-from config.bulk import bulk_insert, rows_per_statement
+from config.rows import bulk_insert, placeholders, rows_per_statement, select_rows
 from inboxes import services as inbox_services
+from inboxes.models import Inbox
 from labels.models import EmailLabel, Label
 from mail.models import Attachment, Email, RawMessage
 from webhooks.models import Event
@@ -107,3 +109,48 @@ def test_more_rows_than_one_statement_takes_are_split(workspace: Workspace) -> N
     assert len({e.pk for e in stored}) == count
     assert Event.objects.unscoped().filter(inbox_id=inbox.pk, type="x").count() == count
     assert bulk_insert(Event, []) == []
+
+
+def _fields(obj: models.Model) -> dict[str, Any]:
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+@pytest.mark.django_db
+def test_select_rows_reads_what_the_orm_reads(workspace: Workspace) -> None:
+    from webhooks.models import Endpoint
+
+    a = inbox_services.inbox_create(workspace=workspace, local_part="ra", tags=["t", "ü"])
+    b = inbox_services.inbox_create(workspace=workspace, local_part="rb", ttl_minutes=5)
+    Label.objects.create(workspace=workspace, key="otp", name="OTP", rules=[{"field": "subject"}])
+    Label.objects.create(workspace=workspace, key="off", name="Off", enabled=False)
+    Endpoint.objects.create(
+        workspace=workspace,
+        url="https://h.example/x",
+        events=["email.received"],
+        secret_encrypted="s",
+    )
+    ids = sorted([a.pk, b.pk, "inb_none"])
+    cases: list[tuple[list[models.Model], list[models.Model]]] = [
+        (
+            select_rows(Inbox, f"id IN ({placeholders(3)}) ORDER BY id", ids, lock=True),
+            list(Inbox.objects.unscoped().filter(pk__in=ids).order_by("id")),
+        ),
+        (
+            select_rows(Workspace, "id = %s", [workspace.pk]),
+            [Workspace.objects.get(pk=workspace.pk)],
+        ),
+        (
+            select_rows(Label, "workspace_id = %s AND enabled = %s", [workspace.pk, True]),
+            list(Label.objects.filter(workspace=workspace, enabled=True)),
+        ),
+        (
+            select_rows(Endpoint, "workspace_id = %s", [workspace.pk]),
+            list(Endpoint.objects.filter(workspace=workspace)),
+        ),
+    ]
+    for ours, theirs in cases:
+        assert ours and [_fields(o) for o in ours] == [_fields(t) for t in theirs]
+        assert all(not o._state.adding and o._state.db == "default" for o in ours)
+    inboxes = cases[0][0]
+    assert inboxes[0].tags == ["t", "ü"] and inboxes[1].expires_at.tzinfo is not None
+    assert select_rows(Inbox, "id = %s", ["inb_none"]) == []
