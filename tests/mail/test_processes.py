@@ -118,3 +118,18 @@ def test_embedded_mode_in_one_process(receiver: Receiver) -> None:  # noqa: F811
             assert json.loads(delivery.body)["data"]["inbox"]["id"] == inbox["id"]
         finally:
             serve.stop()
+
+
+def test_the_smtpd_process_hands_the_gil_over_within_a_millisecond() -> None:
+    import gc
+
+    from mail.management.commands.smtpd import tune_interpreter
+
+    before = sys.getswitchinterval()
+    try:
+        tune_interpreter()
+        assert sys.getswitchinterval() == pytest.approx(0.001)  # CPython's default is 5 ms
+        assert gc.get_freeze_count() > 0
+    finally:
+        sys.setswitchinterval(before)
+        gc.unfreeze()

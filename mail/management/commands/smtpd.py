@@ -5,12 +5,28 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
+import sys
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from mail.smtp import start_server
+
+# How long a thread may hold the GIL while another waits for it (CPython's default: 5 ms). The
+# event loop (the SMTP sessions) and the thread that writes a batch share the interpreter: when
+# PostgreSQL answers, the writer waited up to 5 ms for a busy loop to let go, and every session
+# of the batch waited with it. At 1 ms the ingest benchmark gained ~20 % on the 4 KB kinds
+# (10 clients, medians of 3: ~280 -> ~350/s simple, ~260 -> ~320/s realistic); 0.5 ms and 2 ms
+# did worse than 1 ms.
+GIL_SWITCH_INTERVAL = 0.001
+
+
+def tune_interpreter() -> None:
+    """Settings of the interpreter for a long-lived smtpd process."""
+    gc.collect()
+    gc.freeze()  # startup objects live forever: keep them out of full collections
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
 
 class Command(BaseCommand):
@@ -21,8 +37,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=settings.SMTP_PORT)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        gc.collect()
-        gc.freeze()  # startup objects live forever: keep them out of full collections
+        tune_interpreter()
         asyncio.run(self._serve(options["host"], options["port"]))
 
     async def _serve(self, host: str, port: int) -> None:
