@@ -64,7 +64,10 @@ class LabelSource(models.TextChoices):
 class EmailLabel(models.Model):
     """A label on an email. ``key`` repeats the label's (immutable) key so lists need no join."""
 
-    email = models.ForeignKey("mail.Email", on_delete=models.CASCADE, related_name="email_labels")
+    # No index of its own: email_label_unique leads with it.
+    email = models.ForeignKey(
+        "mail.Email", on_delete=models.CASCADE, related_name="email_labels", db_index=False
+    )
     label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="applications")
     key = models.CharField(max_length=63)
     source = models.CharField(max_length=12, choices=LabelSource.choices)

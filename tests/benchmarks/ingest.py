@@ -36,7 +36,14 @@ from email.utils import formatdate, make_msgid
 
 from tests.benchmarks import database
 from tests.benchmarks.clients import HOST, _reply
-from tests.benchmarks.stack import RESULTS, child_env, cpu_seconds, machine_busy_pct, rss_kb
+from tests.benchmarks.stack import (
+    RESULTS,
+    child_env,
+    cpu_seconds,
+    machine_busy_pct,
+    postgres_cpu_seconds,
+    rss_kb,
+)
 from tests.live import ROOT, Process, free_port
 
 CLIENTS = 10
@@ -283,10 +290,14 @@ def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> 
         ]
         asyncio.run(load(target.port, batch[:warmup], CLIENTS))
         cpu_before = sum(cpu_seconds(pid) for pid in target.pids)
+        postgres_before = postgres_cpu_seconds(database.BENCH_DB)
         harness_before = time.process_time()
         result = asyncio.run(load(target.port, batch[warmup:], CLIENTS))
         used = sum(cpu_seconds(pid) for pid in target.pids) - cpu_before
         result["server_cpu_ms_per_msg"] = round(1000 * used / max(1, result["ok"]), 3)
+        # The backends of the benchmark database (the targets' connections live for the run).
+        postgres = postgres_cpu_seconds(database.BENCH_DB) - postgres_before
+        result["postgres_cpu_ms_per_msg"] = round(1000 * postgres / max(1, result["ok"]), 3)
         result["harness_cpu_ms_per_msg"] = round(
             1000 * (time.process_time() - harness_before) / max(1, result["ok"]), 3
         )
@@ -339,8 +350,9 @@ def markdown(results: dict[str, dict[str, dict]], meta: dict) -> str:
         f"median of {meta['repeat']} runs of {meta['count']} messages "
         f"(machine {meta['busy_before']:.0f}% busy before).",
         "",
-        "| target | message | msgs/s | runs | p50 | p99 | server CPU/msg | peak RSS | errors |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+        "| target | message | msgs/s | runs | p50 | p99 | server CPU/msg | PostgreSQL CPU/msg "
+        "| peak RSS | errors |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, kinds in results.items():
         for kind, r in kinds.items():
@@ -348,7 +360,7 @@ def markdown(results: dict[str, dict[str, dict]], meta: dict) -> str:
             lines.append(
                 f"| {name} | {kind} | {r['rate']:,.0f} | {', '.join(f'{x:.0f}' for x in r['rates'])} "
                 f"| {r['p50_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {r['server_cpu_ms_per_msg']:.2f} ms "
-                f"| {rss} MiB | {r['errors']} |"
+                f"| {r.get('postgres_cpu_ms_per_msg', 0):.2f} ms | {rss} MiB | {r['errors']} |"
             )
     lines += ["", "| message | figure | value | target met |", "|---|---|---:|:---:|"]
     for kind, figure, value, met in verdicts(results):
@@ -409,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
                     r = results[target.name][kind]
                     log(
                         f"{target.name:12} {kind:16} {r['rate']:8.1f}/s runs {r['rates']} "
-                        f"p99 {r['p99_ms']} ms, cpu {r['server_cpu_ms_per_msg']} ms/msg, "
+                        f"p99 {r['p99_ms']} ms, cpu {r['server_cpu_ms_per_msg']} ms/msg "
+                        f"(PostgreSQL {r['postgres_cpu_ms_per_msg']} ms/msg), "
                         f"errors {r['errors']} (machine {busy:.0f}% busy before)"
                     )
             finally:

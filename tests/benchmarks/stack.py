@@ -171,6 +171,11 @@ def _service_cpu(database: str) -> dict[int, tuple[str, float]]:
     return out
 
 
+def postgres_cpu_seconds(database: str) -> float:
+    """CPU seconds so far of the PostgreSQL backends serving ``database`` (those alive now)."""
+    return sum(used for name, used in _service_cpu(database).values() if name == "postgres")
+
+
 def _xacts(database_url: str, database: str) -> int | None:
     """Committed + rolled-back transactions of ``database`` so far (pg_stat_database; the
     statistics lag by up to a second). Each autocommit query of Django is one."""
