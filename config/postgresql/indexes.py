@@ -10,39 +10,29 @@ other databases it does nothing. The names are the ones Django's schema editor g
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.db import migrations
 
-Columns = tuple[tuple[str, str], ...]  # (table, column)
+DROP = "DROP INDEX IF EXISTS {name}"
+CREATE = "CREATE INDEX IF NOT EXISTS {name} ON {table} ({column} varchar_pattern_ops)"
 
 
-def _like_index(schema_editor: Any, table: str, column: str) -> str:
-    return schema_editor._create_index_name(table, [column], suffix="_like")
-
-
-def _each(columns: Columns, sql: Callable[[str, str, str], str]) -> Callable[[Any, Any], None]:
-    def run(apps: Any, schema_editor: Any) -> None:
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        for table, column in columns:
-            name = schema_editor.quote_name(_like_index(schema_editor, table, column))
-            schema_editor.execute(
-                sql(name, schema_editor.quote_name(table), schema_editor.quote_name(column))
-            )
-
-    return run
+def _execute(schema_editor: Any, columns: tuple[tuple[str, str], ...], template: str) -> None:
+    """``template`` for the ``_like`` index of each ``(table, column)``, on PostgreSQL only."""
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    quote = schema_editor.quote_name
+    for table, column in columns:
+        name = schema_editor._create_index_name(table, [column], suffix="_like")
+        schema_editor.execute(
+            template.format(name=quote(name), table=quote(table), column=quote(column))
+        )
 
 
 def drop_like_indexes(*columns: tuple[str, str]) -> migrations.RunPython:
     """A migration operation dropping the ``_like`` index of each ``(table, column)``."""
     return migrations.RunPython(
-        _each(columns, lambda name, table, column: f"DROP INDEX IF EXISTS {name}"),
-        _each(
-            columns,
-            lambda name, table, column: (
-                f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({column} varchar_pattern_ops)"
-            ),
-        ),
+        lambda apps, schema_editor: _execute(schema_editor, columns, DROP),
+        lambda apps, schema_editor: _execute(schema_editor, columns, CREATE),
     )

@@ -13,7 +13,8 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
 - ``maildev`` (``--maildev``): MailDev from the npm registry, installed under ``var/`` on demand.
 
 Per target and kind: messages/s (median of ``--repeat`` runs), latency p50/p99 from the end of
-DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM).
+DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM), and
+the CPU per message of the benchmark database's PostgreSQL backends.
 Writes ``results/ingest.{json,md}``.
 """
 
@@ -360,7 +361,7 @@ def markdown(results: dict[str, dict[str, dict]], meta: dict) -> str:
             lines.append(
                 f"| {name} | {kind} | {r['rate']:,.0f} | {', '.join(f'{x:.0f}' for x in r['rates'])} "
                 f"| {r['p50_ms']:.1f} ms | {r['p99_ms']:.1f} ms | {r['server_cpu_ms_per_msg']:.2f} ms "
-                f"| {r.get('postgres_cpu_ms_per_msg', 0):.2f} ms | {rss} MiB | {r['errors']} |"
+                f"| {r['postgres_cpu_ms_per_msg']:.2f} ms | {rss} MiB | {r['errors']} |"
             )
     lines += ["", "| message | figure | value | target met |", "|---|---|---:|:---:|"]
     for kind, figure, value, met in verdicts(results):
