@@ -1,4 +1,4 @@
-# Pigeonhole — `make run` (embedded quick start) and `make test` (PostgreSQL + Redis, then embedded).
+# Pigeonhole — `make run` (embedded quick start) and `make test` (PostgreSQL + Redis beside embedded).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test test-embedded lint bench chaos fuzz clean browser
+.PHONY: install run test test-postgres test-embedded lint bench chaos fuzz clean browser
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -38,15 +38,22 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || \
 		(echo "browser: Chromium is missing and could not be installed; run 'apt-get install chromium' as root" >&2; exit 1)
 
+# The two passes share nothing (PostgreSQL + Redis against a SQLite file, every live process on
+# a port of its own), so they run side by side on the two cores; each pass's output is printed
+# whole when it ends (--output-sync), and make fails if either fails.
 test: install browser
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.preflight
 	$(BIN)/ruff check .
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		DB_POOL_MAX=0 $(BIN)/python manage.py makemigrations --check --dry-run -v1
+	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-postgres test-embedded \
+		EMBEDDED_PYTEST_ARGS="-m 'not browser'"
+
+# The whole suite against PostgreSQL and Redis (the first pass of make test).
+test-postgres: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider
-	$(MAKE) --no-print-directory test-embedded EMBEDDED_PYTEST_ARGS="-m 'not browser'"
 
 # The suite again in embedded mode (what make run uses): SQLite under var/embedded-test, no Redis,
 # the in-memory channel layer, jobs in-process. The tests marked topology_production (Celery
