@@ -10,6 +10,7 @@ other databases it does nothing. The names are the ones Django's schema editor g
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.db import migrations
@@ -18,21 +19,25 @@ DROP = "DROP INDEX IF EXISTS {name}"
 CREATE = "CREATE INDEX IF NOT EXISTS {name} ON {table} ({column} varchar_pattern_ops)"
 
 
-def _execute(schema_editor: Any, columns: tuple[tuple[str, str], ...], template: str) -> None:
-    """``template`` for the ``_like`` index of each ``(table, column)``, on PostgreSQL only."""
+def _execute(
+    apps: Any, schema_editor: Any, *, columns: tuple[tuple[str, str], ...], sql: str
+) -> None:
+    """``sql`` for the ``_like`` index of each ``(table, column)``, on PostgreSQL only."""
     if schema_editor.connection.vendor != "postgresql":
         return
     quote = schema_editor.quote_name
     for table, column in columns:
         name = schema_editor._create_index_name(table, [column], suffix="_like")
         schema_editor.execute(
-            template.format(name=quote(name), table=quote(table), column=quote(column))
+            sql.format(name=quote(name), table=quote(table), column=quote(column))
         )
 
 
 def drop_like_indexes(*columns: tuple[str, str]) -> migrations.RunPython:
-    """A migration operation dropping the ``_like`` index of each ``(table, column)``."""
+    """A migration operation dropping the ``_like`` index of each ``(table, column)``. Its code
+    is a ``functools.partial`` of a module-level function, which Django's migration writer
+    can serialize (``squashmigrations`` copies the operation as it is)."""
     return migrations.RunPython(
-        lambda apps, schema_editor: _execute(schema_editor, columns, DROP),
-        lambda apps, schema_editor: _execute(schema_editor, columns, CREATE),
+        functools.partial(_execute, columns=columns, sql=DROP),
+        functools.partial(_execute, columns=columns, sql=CREATE),
     )

@@ -88,3 +88,21 @@ def test_the_redundancy_check_sees_a_foreign_keys_own_index_and_an_id_twin(
         with connection.cursor() as cursor:
             cursor.execute("DROP INDEX test_email_inbox")
             cursor.execute("DROP INDEX test_email_id_twin")
+
+
+def test_the_index_migrations_can_be_written_out_again() -> None:
+    """``squashmigrations`` writes every operation out: the ``_like`` drops serialize to the
+    same operation, reversible, naming the same columns."""
+    from django.db.migrations.writer import OperationWriter
+
+    from config.postgresql.indexes import CREATE, DROP, drop_like_indexes
+
+    operation = drop_like_indexes(("mail_email", "id"), ("mail_attachment", "email_id"))
+    text, imports = OperationWriter(operation).serialize()
+    assert "config.postgresql.indexes._execute" in text and "import functools" in imports
+    assert operation.reversible
+    assert operation.code.keywords == {
+        "columns": (("mail_email", "id"), ("mail_attachment", "email_id")),
+        "sql": DROP,
+    }
+    assert operation.reverse_code.keywords["sql"] == CREATE
