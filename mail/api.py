@@ -165,7 +165,7 @@ class EmailAttachmentApi(APIView):
     def get(self, request: Request, email_id: str, attachment_id: str) -> HttpResponse:
         attachment = selectors.attachment_get(request.auth.workspace, email_id, attachment_id)
         return _download(
-            bytes(attachment.content),
+            selectors.attachment_content(request.auth.workspace, attachment),
             attachment.content_type or "application/octet-stream",
             attachment.filename or f"{attachment.pk}.bin",
         )

@@ -2,7 +2,10 @@
 
 Raw messages and attachment bytes live in the database (``RawMessage``, ``Attachment.content``),
 in the same transaction as the email row: one commit makes a message durable, one cascade removes
-everything. The README's Storage section gives the reasons and the measurements.
+everything. An attachment whose encoded bytes lie in the raw message as they are keeps only their
+span (``raw_start``, ``raw_end``, ``transfer_encoding``) and is decoded from the raw message when
+read, so its bytes are not stored twice. The README's Storage section gives the reasons and the
+measurements; the large columns are compressed with LZ4 (``config.postgresql.compression``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from django.db import models
 from config.api.ids import new_id
 from config.tenancy import Tenancy, TenantManager
 from mail.htmltext import html_to_text
+
+TRANSFER_ENCODING_CHARS = 32  # longer (unknown) encodings keep their attachment's bytes
 
 
 def _eml_id() -> str:
@@ -119,13 +124,24 @@ class Attachment(models.Model):
     size = models.PositiveIntegerField(default=0)
     content_id = models.CharField(max_length=998, blank=True, default="")
     inline = models.BooleanField(default=False)
-    content = models.BinaryField()
+    # Either the decoded bytes, or (content null) where the encoded bytes lie in the raw message.
+    content = models.BinaryField(null=True)
+    raw_start = models.PositiveIntegerField(null=True)
+    raw_end = models.PositiveIntegerField(null=True)
+    transfer_encoding = models.CharField(max_length=TRANSFER_ENCODING_CHARS, blank=True, default="")
 
     objects = TenantManager()
     tenancy = Tenancy("email__workspace", parents=("email",))
 
     class Meta:
         ordering = ["email", "position"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(content__isnull=False)
+                | models.Q(raw_start__isnull=False, raw_end__isnull=False),
+                name="attachment_bytes_or_span",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.filename or self.id

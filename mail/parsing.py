@@ -2,9 +2,11 @@
 
 ``parse_message(raw)`` turns the bytes of one RFC 5322 message into a :class:`ParsedMessage`:
 decoded addresses, subject, the text and HTML bodies, every top-level header, the attachments
-(with their transfer encoding undone) and a list of *defects* -- human-readable notes about
-anything that could not be parsed cleanly.  It never raises for any input: every step is
-guarded, and a message that cannot be fully parsed still yields whatever could be read.
+(with their transfer encoding undone, and where their encoded bytes lie in the message, so that
+``decode_part`` can give them again from the raw message) and a list of *defects* --
+human-readable notes about anything that could not be parsed cleanly.  It never raises for any
+input: every step is guarded, and a message that cannot be fully parsed still yields whatever
+could be read.
 
 This is the hot path of SMTP ingest, so the MIME *structure* is split here rather than by
 ``email.parser``:
@@ -50,7 +52,7 @@ from datetime import UTC, datetime
 from email.utils import getaddresses, parsedate_to_datetime
 from urllib.parse import unquote_to_bytes
 
-__all__ = ["Address", "ParsedAttachment", "ParsedMessage", "parse_message"]
+__all__ = ["Address", "ParsedAttachment", "ParsedMessage", "decode_part", "parse_message"]
 
 # --- limits ---------------------------------------------------------------------------------
 
@@ -85,6 +87,11 @@ class ParsedAttachment:
     content: bytes  # transfer encoding undone; raw payload if decoding fails
     content_id: str  # without angle brackets, "" if none
     inline: bool  # disposition inline, or has a Content-ID and is referenced / in a related
+    # Where the encoded body lies in the message's bytes, if it lies there as it is (not inside
+    # a part that was itself transfer-encoded): decode_part(raw[start:end], transfer_encoding)
+    # gives ``content`` again, so a store may keep the span instead of the bytes.
+    span: tuple[int, int] | None = None
+    transfer_encoding: str = ""
 
 
 @dataclass(slots=True)
@@ -327,6 +334,12 @@ def _decode_uuencode(payload: bytes, ctx: _Context, where: str) -> bytes:
         ctx.defect(f"uuencode without begin line in {where}; raw payload kept")
         return payload
     return b"".join(out)
+
+
+def decode_part(payload: bytes, transfer_encoding: str) -> bytes:
+    """The bytes of a part's encoded body with its transfer encoding undone, as parsing does
+    (see ``ParsedAttachment.span``)."""
+    return _decode_transfer(payload, transfer_encoding, _Context(), "part")
 
 
 def _decode_transfer(payload: bytes, cte: str, ctx: _Context, where: str) -> bytes:
@@ -849,9 +862,16 @@ def _guess_boundary(data: bytes, start: int, end: int) -> bytes | None:
 
 
 def _walk(
-    data: bytes, body_start: int, headers: list[tuple[str, bytes]], ctx: _Context
+    data: bytes,
+    body_start: int,
+    headers: list[tuple[str, bytes]],
+    ctx: _Context,
+    *,
+    spans: bool = True,
 ) -> tuple[str, str, list[ParsedAttachment]]:
-    """Walk the MIME tree depth-first.  Returns ``(text, html, attachments)``."""
+    """Walk the MIME tree depth-first.  Returns ``(text, html, attachments)``; with ``spans``
+    (``data`` is the message's bytes as received), each attachment found in ``data`` itself
+    carries the span of its encoded body."""
     text: str | None = None
     html: str | None = None
     leaves: list[tuple[ParsedAttachment, bool]] = []  # (attachment, in multipart/related)
@@ -947,6 +967,8 @@ def _walk(
                 content=content,
                 content_id=part.content_id,
                 inline=part.disposition == "inline",
+                span=(start, end) if spans and buf is data else None,
+                transfer_encoding=part.cte,
             )
             leaves.append((attachment, parent == "multipart/related"))
         except Exception as exc:
@@ -996,6 +1018,7 @@ def _parse_into(data: bytes, result: ParsedMessage, ctx: _Context) -> None:
     if not data.strip():
         ctx.defect("empty message")
         return
+    received = data
     if b"\n" not in data and b"\r" in data:
         ctx.defect("bare CR line endings")
         data = data.replace(b"\r", b"\n")
@@ -1051,7 +1074,9 @@ def _parse_into(data: bytes, result: ParsedMessage, ctx: _Context) -> None:
             ctx.defect(f"could not parse {label} header: {type(exc).__name__}")
 
     try:
-        result.text, result.html, result.attachments = _walk(data, body_start, raw_headers, ctx)
+        result.text, result.html, result.attachments = _walk(
+            data, body_start, raw_headers, ctx, spans=data is received
+        )
     except Exception as exc:
         ctx.defect(f"could not parse body: {type(exc).__name__}")
 

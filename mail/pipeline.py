@@ -22,7 +22,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -39,8 +38,8 @@ from labels import services as label_services
 from labels.models import EmailLabel, Label
 from mail.extraction import extract
 from mail.htmltext import make_preview
-from mail.models import Attachment, Email, RawMessage
-from mail.parsing import Address, ParsedMessage, parse_message
+from mail.models import TRANSFER_ENCODING_CHARS, Attachment, Email, RawMessage
+from mail.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from webhooks import events
 
 logger = logging.getLogger(__name__)
@@ -502,7 +501,11 @@ def _email(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
     )
 
 
-def _attachment(email: Email, position: int, part: Any) -> Attachment:
+def _attachment(email: Email, position: int, part: ParsedAttachment) -> Attachment:
+    """The attachment's row: where its encoded bytes lie in the raw message if they lie there
+    as they are (read back with ``parsing.decode_part``), else its decoded bytes."""
+    lazy = part.span is not None and len(part.transfer_encoding) <= TRANSFER_ENCODING_CHARS
+    start, end = part.span if lazy and part.span is not None else (None, None)
     return Attachment(
         email=email,
         position=position,
@@ -511,7 +514,10 @@ def _attachment(email: Email, position: int, part: Any) -> Attachment:
         size=len(part.content),
         content_id=part.content_id[:998],
         inline=part.inline,
-        content=part.content,
+        content=None if lazy else part.content,
+        raw_start=start,
+        raw_end=end,
+        transfer_encoding=part.transfer_encoding if lazy else "",
     )
 
 

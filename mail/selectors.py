@@ -5,12 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db.models import Prefetch, QuerySet
+from django.db.models.functions import Substr
 
 from apikeys.models import Workspace
 from inboxes.models import Inbox
 from labels.models import EmailLabel
 from mail.exceptions import AttachmentNotFound, EmailNotFound
-from mail.models import Attachment, Email
+from mail.models import Attachment, Email, RawMessage
+from mail.parsing import decode_part
 
 LIST_FIELDS = (
     "id",
@@ -80,10 +82,27 @@ def email_raw(workspace: Workspace, email_id: str) -> bytes:
 
 
 def attachment_get(workspace: Workspace, email_id: str, attachment_id: str) -> Attachment:
-    """An attachment (with its bytes) of one of the workspace's emails."""
+    """An attachment of one of the workspace's emails (its bytes: :func:`attachment_content`)."""
     attachment = Attachment.objects.filter(
         pk=attachment_id, email_id=email_id, email__workspace=workspace
     ).first()
     if attachment is None:
         raise AttachmentNotFound()
     return attachment
+
+
+def attachment_content(workspace: Workspace, attachment: Attachment) -> bytes:
+    """The attachment's bytes: as stored, or decoded from its span of the raw message (only
+    that span is read from the database)."""
+    if attachment.content is not None:
+        return bytes(attachment.content)
+    start, end = attachment.raw_start or 0, attachment.raw_end or 0
+    encoded = (
+        RawMessage.objects.filter(email_id=attachment.email_id, email__workspace=workspace)
+        .annotate(part=Substr("content", start + 1, end - start))
+        .values_list("part", flat=True)
+        .first()
+    )
+    if encoded is None:
+        raise AttachmentNotFound()
+    return decode_part(bytes(encoded), attachment.transfer_encoding)

@@ -160,7 +160,8 @@ def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
     for attachment in email.attachments.all():
         if attachment.content_id and attachment.content_type.lower().startswith("image/"):
             full = selectors.attachment_get(email.workspace, email.pk, attachment.pk)
-            uri = display.inline_image_uri(bytes(full.content), full.content_type)
+            content = selectors.attachment_content(email.workspace, full)
+            uri = display.inline_image_uri(content, full.content_type)
             if uri is not None:
                 inline[attachment.content_id] = uri
     safe = display.sanitize_html(email.html, remote_images=show_images, inline_images=inline)
@@ -212,7 +213,11 @@ def email_attachment(request: HttpRequest, email_id: str, attachment_id: str) ->
         raise Http404("No such attachment.") from None
     declared = (attachment.content_type or "").split(";", 1)[0].strip().lower()
     content_type = declared if declared in SAFE_DOWNLOAD_TYPES else "application/octet-stream"
-    response = HttpResponse(bytes(attachment.content), content_type=content_type)
+    content = selectors.attachment_content(
+        request.membership.workspace,  # type: ignore[attr-defined]
+        attachment,
+    )
+    response = HttpResponse(content, content_type=content_type)
     response["Content-Disposition"] = content_disposition_header(
         True, attachment.filename or f"{attachment.pk}.bin"
     )

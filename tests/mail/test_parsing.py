@@ -15,6 +15,7 @@ from mail.parsing import (
     Address,
     ParsedAttachment,
     ParsedMessage,
+    decode_part,
     parse_message,
 )
 
@@ -621,6 +622,8 @@ def test_single_part_non_text_message_is_an_attachment() -> None:
             content=b"%PDF-",
             content_id="",
             inline=False,
+            span=(82, 92),
+            transfer_encoding="base64",
         )
     ]
 
@@ -764,3 +767,56 @@ def test_accepts_bytearray_and_memoryview() -> None:
 
     assert parse_message(bytearray(raw)) == expected
     assert parse_message(memoryview(raw)) == expected  # type: ignore[arg-type]
+
+
+# --- spans: where an attachment's encoded bytes lie in the raw message ------------------------
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.eml")), ids=lambda p: p.name)
+def test_every_fixture_attachment_span_gives_its_bytes_again(path: Path) -> None:
+    raw = path.read_bytes()
+    for attachment in parse_message(raw).attachments:
+        assert attachment.span is not None
+        start, end = attachment.span
+        assert decode_part(raw[start:end], attachment.transfer_encoding) == attachment.content
+
+
+def test_attachment_spans_point_at_their_encoded_bodies() -> None:
+    raw = (FIXTURES / "attachments.eml").read_bytes()
+    pdf, png = parse_message(raw).attachments
+
+    assert (pdf.transfer_encoding, png.transfer_encoding) == ("base64", "base64")
+    assert pdf.span is not None and png.span is not None
+    assert pdf.span[1] < png.span[0]  # in message order, and apart
+    assert raw[pdf.span[0] : pdf.span[1]].startswith(base64.b64encode(b"%PDF-1.4\n")[:12])
+    assert sha256(decode_part(raw[png.span[0] : png.span[1]], "base64")) == PNG_SHA256
+
+
+def test_no_span_where_the_bytes_are_not_the_raw_messages() -> None:
+    # A part inside a base64-encoded multipart, and a message whose bare CRs parsing rewrote:
+    # the store keeps their bytes.
+    inner = crlf("--in\nContent-Type: text/csv\n\na,b\n--in--\n")
+    encoded = crlf(
+        "Content-Type: multipart/mixed; boundary=in\nContent-Transfer-Encoding: base64\n\n"
+    ) + base64.encodebytes(inner).replace(b"\n", b"\r\n")
+    [csv] = parse_message(encoded).attachments
+    assert csv.content == b"a,b" and csv.span is None
+
+    bare_cr = b"Content-Type: application/x-thing\r\rone\rtwo\r"
+    [thing] = parse_message(bare_cr).attachments
+    assert thing.content == b"one\ntwo\n" and thing.span is None
+
+
+@pytest.mark.parametrize(
+    ("cte", "encoded", "decoded"),
+    [
+        ("base64", b"aGVs\r\nbG8=\r\n", b"hello"),
+        ("quoted-printable", b"caf=C3=A9=\r\n!", b"caf\xc3\xa9!"),
+        ("", b"as it is\r\n", b"as it is\r\n"),
+        ("7bit", b"as it is", b"as it is"),
+        ("x-unknown", b"kept", b"kept"),
+        ("base64", b"!!!", b"!!!"),  # undecodable: kept as it is, as parsing does
+    ],
+)
+def test_decode_part_undoes_the_transfer_encoding(cte: str, encoded: bytes, decoded: bytes) -> None:
+    assert decode_part(encoded, cte) == decoded

@@ -11,7 +11,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mail.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
+from mail.parsing import Address, ParsedAttachment, ParsedMessage, decode_part, parse_message
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mime"
 FIXTURE_BYTES = [path.read_bytes() for path in sorted(FIXTURES.glob("*.eml"))]
@@ -22,8 +22,9 @@ ROUND_TRIP = settings(max_examples=150, deadline=None)
 FORBIDDEN_IN_NAMES = set("/\\") | {chr(c) for c in range(0x20)} | {"\x7f"}
 
 
-def assert_well_formed(msg: ParsedMessage) -> None:
-    """The invariants downstream code (storage, rendering) relies on."""
+def assert_well_formed(msg: ParsedMessage, raw: bytes) -> None:
+    """The invariants downstream code (storage, rendering) relies on; among them, that an
+    attachment's span of ``raw`` gives its bytes again (the store keeps only the span)."""
     assert isinstance(msg, ParsedMessage)
     strings = [msg.message_id, msg.subject, msg.text, msg.html, msg.in_reply_to]
     strings += [value for pair in msg.headers for value in pair]
@@ -42,6 +43,10 @@ def assert_well_formed(msg: ParsedMessage) -> None:
         assert slash and maintype and subtype
         assert attachment.content_type == attachment.content_type.lower()
         strings += [attachment.filename, attachment.content_id]
+        if attachment.span is not None:
+            start, end = attachment.span
+            assert 0 <= start <= end <= len(raw)
+            assert decode_part(raw[start:end], attachment.transfer_encoding) == attachment.content
     for value in strings:
         assert isinstance(value, str)
         value.encode("utf-8")  # no lone surrogates
@@ -61,7 +66,7 @@ def assert_well_formed(msg: ParsedMessage) -> None:
 @FAST
 @given(st.binary(max_size=4096))
 def test_arbitrary_bytes(raw: bytes) -> None:
-    assert_well_formed(parse_message(raw))
+    assert_well_formed(parse_message(raw), raw)
 
 
 FRAGMENTS = [
@@ -129,7 +134,7 @@ MIME_ISH = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.binary(max_size=12)
 @FAST
 @given(MIME_ISH)
 def test_mime_shaped_noise(raw: bytes) -> None:
-    assert_well_formed(parse_message(raw))
+    assert_well_formed(parse_message(raw), raw)
 
 
 @st.composite
@@ -157,13 +162,13 @@ def mutated_fixture(draw: st.DrawFn) -> bytes:
 @FAST
 @given(mutated_fixture())
 def test_mutated_fixtures(raw: bytes) -> None:
-    assert_well_formed(parse_message(raw))
+    assert_well_formed(parse_message(raw), raw)
 
 
 @FAST
 @given(st.sampled_from(FIXTURE_BYTES), st.integers(min_value=0, max_value=4096))
 def test_truncated_fixtures(raw: bytes, keep: int) -> None:
-    assert_well_formed(parse_message(raw[:keep]))
+    assert_well_formed(parse_message(raw[:keep]), raw[:keep])
 
 
 # --- round trips ------------------------------------------------------------------------------

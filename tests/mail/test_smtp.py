@@ -13,6 +13,7 @@ from django.utils import timezone
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
+from mail import selectors
 from mail.models import Attachment, Email, RawMessage
 from tests.conftest import Api, SmtpServer
 from tests.mail.messages import PDF, PNG, message
@@ -81,11 +82,13 @@ def test_multipart_alternative_with_attachments_and_inline_image(
     assert "<b>attached</b>" in email.html
     assert email.has_attachments
     parts = {a.filename or a.content_id: a for a in Attachment.objects.filter(email=email)}
-    assert bytes(parts["invoice 2026.pdf"].content) == PDF
+    workspace = inbox.workspace
+    assert selectors.attachment_content(workspace, parts["invoice 2026.pdf"]) == PDF
     assert parts["invoice 2026.pdf"].content_type == "application/pdf"
     assert parts["invoice 2026.pdf"].size == len(PDF) and not parts["invoice 2026.pdf"].inline
     inline = next(a for a in parts.values() if a.content_id == "logo1")
-    assert inline.inline and bytes(inline.content) == PNG and inline.content_type == "image/png"
+    assert inline.inline and inline.content_type == "image/png"
+    assert selectors.attachment_content(workspace, inline) == PNG
 
 
 @pytest.mark.parametrize("cte", ["8bit", "quoted-printable", "base64"])

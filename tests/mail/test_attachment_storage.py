@@ -1,0 +1,208 @@
+"""How a received message's bytes are stored: an attachment keeps the span of its encoded bytes in
+the raw message instead of a second copy, rows stored with their bytes (before that change, or
+where there is no span) still read, the row cannot hold neither, and on PostgreSQL the large
+columns are compressed with LZ4."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from types import SimpleNamespace
+
+import pytest
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.test import Client
+
+from apikeys.models import Workspace
+from inboxes import services as inbox_services
+from inboxes.models import Inbox
+from mail import pipeline
+from mail.models import Attachment, RawMessage
+from tests.conftest import Api, error_of
+from tests.factories import MembershipFactory
+from tests.mail.messages import PDF, PNG, message
+
+CSV = b"day,count\r\nmon,3\r\ntue,\xc3\xa9\r\n"  # 8-bit: the email package encodes it
+
+
+@pytest.fixture
+def inbox(workspace: Workspace) -> Inbox:
+    return inbox_services.inbox_create(workspace=workspace, local_part="store")
+
+
+def deliver(inbox: Inbox, raw: bytes) -> str:
+    delivery = pipeline.receive_one(raw, to=inbox.address)
+    assert delivery.email_id, delivery
+    return delivery.email_id
+
+
+def download(api: Api, email_id: str, attachment_id: str) -> bytes:
+    response = api.get(f"/api/v1/emails/{email_id}/attachments/{attachment_id}")
+    assert response.status_code == 200
+    return response.content
+
+
+def test_attachments_are_stored_as_spans_and_read_back_byte_for_byte(
+    api: Api, inbox: Inbox
+) -> None:
+    files = [("a.pdf", "application/pdf", PDF), ("b.csv", "text/csv", CSV)]
+    raw = message(to=inbox.address, attachments=files, html="<p>Hi</p>", inline_png="logo")
+    email_id = deliver(inbox, raw)
+
+    rows = list(Attachment.objects.filter(email_id=email_id).order_by("position"))
+    assert [row.filename for row in rows] == ["", "a.pdf", "b.csv"]  # the inline PNG first
+    for row in rows:
+        assert row.content is None
+        assert row.raw_start is not None and row.raw_end is not None
+        assert 0 < row.raw_start < row.raw_end <= len(raw)
+        assert row.transfer_encoding == "base64"
+    stored = bytes(RawMessage.objects.get(email_id=email_id).content)
+    assert stored == raw  # the raw message is the one copy
+    for row, expected in zip(rows, [PNG, PDF, CSV], strict=True):
+        body = download(api, email_id, row.pk)
+        assert hashlib.sha256(body).hexdigest() == hashlib.sha256(expected).hexdigest()
+        assert row.size == len(expected)
+
+
+def test_the_dashboard_reads_spans_for_downloads_and_inline_images(
+    workspace: Workspace, inbox: Inbox
+) -> None:
+    raw = message(
+        to=inbox.address,
+        html='<p>Hi <img src="cid:logo"></p>',
+        inline_png="logo",
+        attachments=[("a.pdf", "application/pdf", PDF)],
+    )
+    email_id = deliver(inbox, raw)
+    client = Client()
+    client.force_login(MembershipFactory(workspace=workspace, role="member").user)
+
+    document = client.get(f"/emails/{email_id}/html")
+    assert document.status_code == 200
+    assert f"data:image/png;base64,{base64.b64encode(PNG).decode()}" in document.text
+    pdf = Attachment.objects.get(email_id=email_id, filename="a.pdf")
+    assert pdf.content is None
+    response = client.get(f"/emails/{email_id}/attachments/{pdf.pk}")
+    assert response.status_code == 200 and response.content == PDF
+
+
+def test_an_attachment_stored_with_its_bytes_still_reads(api: Api, inbox: Inbox) -> None:
+    email_id = deliver(inbox, message(to=inbox.address, attachments=[("a.pdf", "x/y", PDF)]))
+    row = Attachment.objects.get(email_id=email_id)
+    # As a row written before attachments kept spans: the bytes, no span.
+    Attachment.objects.filter(pk=row.pk).update(
+        content=b"the bytes as stored", raw_start=None, raw_end=None, transfer_encoding=""
+    )
+    assert download(api, email_id, row.pk) == b"the bytes as stored"
+
+
+def test_bytes_not_found_as_they_are_in_the_raw_message_are_stored(api: Api, inbox: Inbox) -> None:
+    # Bare CR line endings: parsing reads a rewritten copy, so there is no span of the raw.
+    raw = (
+        f"To: {inbox.address}\rSubject: old Mac\rContent-Type: application/x-thing\r\rone\rtwo\r"
+    ).encode()
+    email_id = deliver(inbox, raw)
+    row = Attachment.objects.get(email_id=email_id)
+    assert row.content is not None and bytes(row.content) == b"one\ntwo\n"
+    assert row.raw_start is None and row.raw_end is None
+    assert download(api, email_id, row.pk) == b"one\ntwo\n"
+
+
+def test_a_row_with_neither_bytes_nor_span_is_refused(inbox: Inbox) -> None:
+    email_id = deliver(inbox, message(to=inbox.address, attachments=[("a.pdf", "x/y", PDF)]))
+    row = Attachment.objects.get(email_id=email_id)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Attachment.objects.filter(pk=row.pk).update(raw_start=None)
+    row.refresh_from_db()
+    assert row.raw_start is not None  # unchanged
+
+
+def test_another_workspace_cannot_read_the_span(api: Api, other_api: Api, inbox: Inbox) -> None:
+    email_id = deliver(inbox, message(to=inbox.address, attachments=[("a.pdf", "x/y", PDF)]))
+    row = Attachment.objects.get(email_id=email_id)
+    response = other_api.get(f"/api/v1/emails/{email_id}/attachments/{row.pk}")
+    assert error_of(response) == (404, "not_found")
+    assert download(api, email_id, row.pk) == PDF
+
+
+def test_large_columns_are_compressed_with_lz4_on_postgresql(inbox: Inbox) -> None:
+    filler = "A line of a long message body that compresses well enough.\n" * 400
+    email_id = deliver(inbox, message(to=inbox.address, text=filler, html=f"<pre>{filler}</pre>"))
+    stored = RawMessage.objects.get(email_id=email_id)
+    assert filler.splitlines()[0].encode() in bytes(stored.content)
+    if connection.vendor != "postgresql":
+        return  # SQLite has no TOAST; the migration leaves it alone
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_column_compression(r.content), pg_column_compression(e.text), "
+            "pg_column_compression(e.html) FROM mail_rawmessage r "
+            "JOIN mail_email e ON e.id = r.email_id WHERE r.email_id = %s",
+            [email_id],
+        )
+        assert cursor.fetchone() == ("lz4", "lz4", "lz4")
+        cursor.execute(
+            "SELECT c.relname || '.' || a.attname, a.attcompression FROM pg_attribute a "
+            "JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname IN "
+            "('mail_rawmessage', 'mail_attachment', 'mail_email', 'webhooks_event', "
+            "'webhooks_delivery', 'outbox_outboxitem') AND a.attcompression <> ''"
+        )
+        assert dict(cursor.fetchall()) == {
+            column: "l"
+            for column in [
+                "mail_rawmessage.content",
+                "mail_attachment.content",
+                "mail_email.text",
+                "mail_email.html",
+                "mail_email.search_text",
+                "mail_email.headers",
+                "mail_email.extracted",
+                "webhooks_event.data",
+                "webhooks_delivery.body",
+                "outbox_outboxitem.raw",
+                "outbox_outboxitem.text",
+                "outbox_outboxitem.html",
+            ]
+        }
+
+
+def test_the_compression_migrations_can_be_written_out_again() -> None:
+    """``squashmigrations`` writes every operation out: the LZ4 operation serializes, and it is
+    reversible to the default method."""
+    from django.db.migrations.writer import OperationWriter
+
+    from config.postgresql.compression import use_lz4
+
+    operation = use_lz4(("mail_rawmessage", "content"))
+    text, imports = OperationWriter(operation).serialize()
+    assert "config.postgresql.compression._execute" in text and "import functools" in imports
+    assert operation.reversible
+    assert operation.code.keywords == {
+        "columns": (("mail_rawmessage", "content"),),
+        "method": "lz4",
+    }
+    assert operation.reverse_code.keywords["method"] == "default"
+
+
+def test_a_server_without_the_method_keeps_the_default(
+    db: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Where the server refuses the method (built without LZ4), the migration warns and goes
+    on, and the columns keep what they had; a failing reversal still fails."""
+    from config.postgresql.compression import _execute
+
+    columns = (("mail_rawmessage", "content"),)
+    if connection.vendor != "postgresql":  # nothing to do, nothing asked of the editor
+        _execute(None, SimpleNamespace(connection=connection), columns=columns, method="zstd")
+        assert not caplog.records
+        return
+    with connection.schema_editor() as editor:
+        _execute(None, editor, columns=columns, method="zstd")  # not a PostgreSQL 15 method
+    assert "keep PostgreSQL's default compression" in caplog.text
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT attcompression FROM pg_attribute WHERE attrelid = 'mail_rawmessage'::regclass "
+            "AND attname = 'content'"
+        )
+        assert cursor.fetchone() == ("l",)
+    with pytest.raises(DatabaseError), connection.schema_editor() as editor:
+        _execute(None, editor, columns=(("mail_rawmessage", "no_such_column"),), method="default")
