@@ -137,6 +137,8 @@ def wait_for_decision(django_app: Any) -> Any:
         if isinstance(final, ApiError):
             await send_error(send, final)
             return
-        await send_json(send, 202 if final["status"] == Status.PENDING else 200, final)
+        # Still pending at the timeout: the view's own answer for a pending item (202 on the
+        # send, 200 on GET /outbox/{id}, as without ``wait``); decided: 200.
+        await send_json(send, status if final["status"] == Status.PENDING else 200, final)
 
     return app

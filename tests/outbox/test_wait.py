@@ -1,5 +1,6 @@
 """``wait`` on send and on GET /outbox/{id}, through the real web process: released by the
-decision (made in another process), or answered 202 at the timeout."""
+decision (made in another process), or answered at the timeout as without ``wait``: 202 on the
+send, 200 on GET, the item still pending."""
 
 from __future__ import annotations
 
@@ -79,11 +80,21 @@ def test_get_waits_for_rejection_and_times_out(client: httpx.Client) -> None:
         json={"to": ["x@example.com"], "subject": "s", "text": "t"},
     ).json()
     assert item["status"] == "pending"
+    assert client.get(f"outbox/{item['id']}").status_code == 200
     response = client.get(f"outbox/{item['id']}", params={"wait": 1})
-    assert response.status_code == 202 and response.json()["status"] == "pending"
+    assert response.status_code == 200 and response.json()["status"] == "pending"
     decider = decide_soon("reject")
     response = client.get(f"outbox/{item['id']}", params={"wait": 30})
     decider.join()
     assert response.status_code == 200 and response.json()["status"] == "rejected"
     assert client.get(f"outbox/{item['id']}", params={"wait": 121}).status_code == 400
     assert client.get("outbox/out_nope", params={"wait": 5}).status_code == 404
+
+
+def test_a_send_still_pending_at_the_timeout_answers_202(client: httpx.Client) -> None:
+    response = client.post(
+        "inboxes/waiting@pigeonhole.test/send",
+        params={"wait": 1},
+        json={"to": ["x@example.com"], "subject": "s", "text": "t"},
+    )
+    assert response.status_code == 202 and response.json()["status"] == "pending"
