@@ -16,8 +16,6 @@ from config.api.ids import new_id
 from config.tenancy import Tenancy, TenantManager
 from mail.htmltext import html_to_text
 
-TRANSFER_ENCODING_CHARS = 32  # longer (unknown) encodings keep their attachment's bytes
-
 
 def _eml_id() -> str:
     return new_id("eml")
@@ -128,7 +126,7 @@ class Attachment(models.Model):
     content = models.BinaryField(null=True)
     raw_start = models.PositiveIntegerField(null=True)
     raw_end = models.PositiveIntegerField(null=True)
-    transfer_encoding = models.CharField(max_length=TRANSFER_ENCODING_CHARS, blank=True, default="")
+    transfer_encoding = models.CharField(max_length=32, blank=True, default="")
 
     objects = TenantManager()
     tenancy = Tenancy("email__workspace", parents=("email",))

@@ -52,7 +52,14 @@ from datetime import UTC, datetime
 from email.utils import getaddresses, parsedate_to_datetime
 from urllib.parse import unquote_to_bytes
 
-__all__ = ["Address", "ParsedAttachment", "ParsedMessage", "decode_part", "parse_message"]
+__all__ = [
+    "TRANSFER_ENCODINGS",
+    "Address",
+    "ParsedAttachment",
+    "ParsedMessage",
+    "decode_part",
+    "parse_message",
+]
 
 # --- limits ---------------------------------------------------------------------------------
 
@@ -273,6 +280,9 @@ _B64_PAD_RE = re.compile(rb"=+")
 _MAX_B64_SEGMENTS = 10_000
 
 
+_UUENCODE_NAMES = frozenset({"x-uuencode", "uuencode", "uue", "x-uue"})
+
+
 def _b64_segment(segment: bytes) -> bytes:
     extra = len(segment) % 4
     if extra == 1:  # a lone trailing sextet carries no whole byte
@@ -336,6 +346,12 @@ def _decode_uuencode(payload: bytes, ctx: _Context, where: str) -> bytes:
     return b"".join(out)
 
 
+# The transfer encodings parsing undoes (any other leaves the bytes as they are).
+TRANSFER_ENCODINGS = frozenset(
+    {"", "7bit", "8bit", "binary", "base64", "quoted-printable"} | _UUENCODE_NAMES
+)
+
+
 def decode_part(payload: bytes, transfer_encoding: str) -> bytes:
     """The bytes of a part's encoded body with its transfer encoding undone, as parsing does
     (see ``ParsedAttachment.span``)."""
@@ -349,7 +365,7 @@ def _decode_transfer(payload: bytes, cte: str, ctx: _Context, where: str) -> byt
         return _decode_base64(payload, ctx, where)
     if cte == "quoted-printable":
         return binascii.a2b_qp(payload)
-    if cte in ("x-uuencode", "uuencode", "uue", "x-uue"):
+    if cte in _UUENCODE_NAMES:
         return _decode_uuencode(payload, ctx, where)
     ctx.defect(f"unknown transfer encoding {cte!r} in {where}")
     return payload

@@ -38,8 +38,14 @@ from labels import services as label_services
 from labels.models import EmailLabel, Label
 from mail.extraction import extract
 from mail.htmltext import make_preview
-from mail.models import TRANSFER_ENCODING_CHARS, Attachment, Email, RawMessage
-from mail.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
+from mail.models import Attachment, Email, RawMessage
+from mail.parsing import (
+    TRANSFER_ENCODINGS,
+    Address,
+    ParsedAttachment,
+    ParsedMessage,
+    parse_message,
+)
 from webhooks import events
 
 logger = logging.getLogger(__name__)
@@ -503,8 +509,9 @@ def _email(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
 
 def _attachment(email: Email, position: int, part: ParsedAttachment) -> Attachment:
     """The attachment's row: where its encoded bytes lie in the raw message if they lie there
-    as they are (read back with ``parsing.decode_part``), else its decoded bytes."""
-    lazy = part.span is not None and len(part.transfer_encoding) <= TRANSFER_ENCODING_CHARS
+    as they are and their transfer encoding is one parsing knows (read back with
+    ``parsing.decode_part``), else its bytes."""
+    lazy = part.span is not None and part.transfer_encoding in TRANSFER_ENCODINGS
     start, end = part.span if lazy and part.span is not None else (None, None)
     return Attachment(
         email=email,

@@ -108,6 +108,27 @@ def test_bytes_not_found_as_they_are_in_the_raw_message_are_stored(api: Api, inb
     assert download(api, email_id, row.pk) == b"one\ntwo\n"
 
 
+@pytest.mark.parametrize(
+    "encoding", [b"\x00 bogus", b"quot\x00ed-printable", b"x-" + b"long" * 20, b"gzip"]
+)
+def test_an_unknown_transfer_encoding_keeps_the_bytes(
+    api: Api, inbox: Inbox, encoding: bytes
+) -> None:
+    # Parsing leaves such a body as it is; the row stores it rather than an encoding name that
+    # may be junk (a NUL cannot go into a text column).
+    raw = (
+        f"To: {inbox.address}\r\nContent-Type: application/x-thing\r\n".encode()
+        + b"Content-Transfer-Encoding: "
+        + encoding
+        + b"\r\nContent-Disposition: attachment; filename=t.bin\r\n\r\nbody bytes\r\n"
+    )
+    email_id = deliver(inbox, raw)
+    row = Attachment.objects.get(email_id=email_id)
+    assert row.content is not None and row.raw_start is None and row.transfer_encoding == ""
+    assert download(api, email_id, row.pk) == bytes(row.content)
+    assert b"body bytes" in download(api, email_id, row.pk)
+
+
 def test_a_row_with_neither_bytes_nor_span_is_refused(inbox: Inbox) -> None:
     email_id = deliver(inbox, message(to=inbox.address, attachments=[("a.pdf", "x/y", PDF)]))
     row = Attachment.objects.get(email_id=email_id)
