@@ -12,7 +12,17 @@ from django.db import connection, models
 from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
-from config.rows import bulk_insert, placeholders, rows_per_statement, select_rows
+from config.rows import (
+    _binary_types,
+    _copy_shape,
+    bulk_insert,
+    placeholders,
+    rows_per_statement,
+    select_rows,
+)
+from config.rows import (
+    _fields as inserted_fields,
+)
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import EmailLabel, Label
@@ -65,6 +75,9 @@ def test_rows_match_bulk_create_for_every_model_of_the_receive_path(workspace: W
     for make in (
         lambda e: RawMessage(email=e, content=b"\x00\xff raw \r\n", sha256="ab" * 32),
         lambda e: Attachment(email=e, position=1, filename="a.pdf", size=3, content=b"%PDF"),
+        lambda e: Attachment(  # no bytes: a span of the raw message (NULL in a binary COPY)
+            email=e, position=2, size=3, raw_start=10, raw_end=14, transfer_encoding="base64"
+        ),
         lambda e: EmailLabel(email=e, label=label, key="otp", source="rule", confidence=0.5),
     ):
         model = type(make(ours[0]))
@@ -154,3 +167,23 @@ def test_select_rows_reads_what_the_orm_reads(workspace: Workspace) -> None:
     inboxes = cases[0][0]
     assert inboxes[0].tags == ["t", "ü"] and inboxes[1].expires_at.tzinfo is not None
     assert select_rows(Inbox, "id = %s", ["inb_none"]) == []
+
+
+@pytest.mark.parametrize("model", [Email, RawMessage, Attachment, EmailLabel])
+def test_the_receive_paths_rows_are_copied_in_binary(model: type[models.Model]) -> None:
+    """On PostgreSQL every column of these tables has a binary type (SQLite has no COPY; its
+    column types, BLOB for one, have none)."""
+    statement, types = _copy_shape(model, "default")
+    if connection.vendor != "postgresql":
+        assert types is None and not statement.endswith("(FORMAT BINARY)")
+        return
+    assert statement.endswith("(FORMAT BINARY)") and types is not None
+    assert len(types) == len(inserted_fields(model)[1])  # one per inserted column
+    if model is RawMessage:
+        assert types == ["varchar", "bytea", "varchar"]  # email_id, content, sha256
+
+
+def test_a_column_type_without_a_binary_dumper_keeps_the_text_format() -> None:
+    fields = [models.CharField(max_length=5), models.DecimalField(max_digits=5, decimal_places=2)]
+    assert _binary_types(fields, connection) is None
+    assert _binary_types(fields[:1], connection) == ["varchar"]
