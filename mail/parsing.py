@@ -53,7 +53,6 @@ from email.utils import getaddresses, parsedate_to_datetime
 from urllib.parse import unquote_to_bytes
 
 __all__ = [
-    "TRANSFER_ENCODINGS",
     "Address",
     "ParsedAttachment",
     "ParsedMessage",
@@ -95,8 +94,9 @@ class ParsedAttachment:
     content_id: str  # without angle brackets, "" if none
     inline: bool  # disposition inline, or has a Content-ID and is referenced / in a related
     # Where the encoded body lies in the message's bytes, if it lies there as it is (not inside
-    # a part that was itself transfer-encoded): decode_part(raw[start:end], transfer_encoding)
-    # gives ``content`` again, so a store may keep the span instead of the bytes.
+    # a part that was itself transfer-encoded) under an encoding parsing knows (an unknown one
+    # may be any junk, a NUL included): decode_part(raw[start:end], transfer_encoding) gives
+    # ``content`` again, so a store may keep the span instead of the bytes.
     span: tuple[int, int] | None = None
     transfer_encoding: str = ""
 
@@ -983,7 +983,11 @@ def _walk(
                 content=content,
                 content_id=part.content_id,
                 inline=part.disposition == "inline",
-                span=(start, end) if spans and buf is data else None,
+                span=(
+                    (start, end)
+                    if spans and buf is data and part.cte in TRANSFER_ENCODINGS
+                    else None
+                ),
                 transfer_encoding=part.cte,
             )
             leaves.append((attachment, parent == "multipart/related"))

@@ -39,13 +39,7 @@ from labels.models import EmailLabel, Label
 from mail.extraction import extract
 from mail.htmltext import make_preview
 from mail.models import Attachment, Email, RawMessage
-from mail.parsing import (
-    TRANSFER_ENCODINGS,
-    Address,
-    ParsedAttachment,
-    ParsedMessage,
-    parse_message,
-)
+from mail.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from webhooks import events
 
 logger = logging.getLogger(__name__)
@@ -508,11 +502,10 @@ def _email(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
 
 
 def _attachment(email: Email, position: int, part: ParsedAttachment) -> Attachment:
-    """The attachment's row: where its encoded bytes lie in the raw message if they lie there
-    as they are and their transfer encoding is one parsing knows (read back with
+    """The attachment's row: its span of the raw message if parsing gave one (read back with
     ``parsing.decode_part``), else its bytes."""
-    lazy = part.span is not None and part.transfer_encoding in TRANSFER_ENCODINGS
-    start, end = part.span if lazy and part.span is not None else (None, None)
+    start, end = part.span or (None, None)
+    lazy = part.span is not None
     return Attachment(
         email=email,
         position=position,

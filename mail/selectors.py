@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.db.models import Prefetch, QuerySet
@@ -92,17 +93,47 @@ def attachment_get(workspace: Workspace, email_id: str, attachment_id: str) -> A
 
 
 def attachment_content(workspace: Workspace, attachment: Attachment) -> bytes:
-    """The attachment's bytes: as stored, or decoded from its span of the raw message (only
-    that span is read from the database)."""
-    if attachment.content is not None:
-        return bytes(attachment.content)
-    start, end = attachment.raw_start or 0, attachment.raw_end or 0
-    encoded = (
-        RawMessage.objects.filter(email_id=attachment.email_id, email__workspace=workspace)
-        .annotate(part=Substr("content", start + 1, end - start))
-        .values_list("part", flat=True)
-        .first()
-    )
-    if encoded is None:
+    """The attachment's bytes (see :func:`attachment_contents`)."""
+    return attachment_contents(workspace, [attachment])[attachment.pk]
+
+
+def attachment_contents(
+    workspace: Workspace, attachments: Sequence[Attachment]
+) -> dict[str, bytes]:
+    """Attachment id -> bytes, for attachments of one email: as stored, or decoded from their
+    spans of the raw message. At most two queries whatever their number: one for stored bytes
+    a caller deferred, one for every span's substring of the raw message (only those are read)."""
+    if len({a.email_id for a in attachments}) > 1:
+        raise ValueError("attachment_contents reads the attachments of one email")
+    found: dict[str, bytes] = {}
+    spans = [
+        (a, a.raw_start, a.raw_end)
+        for a in attachments
+        if a.raw_start is not None and a.raw_end is not None
+    ]
+    stored = [a for a in attachments if a.raw_start is None or a.raw_end is None]
+    deferred = [a.pk for a in stored if "content" in a.get_deferred_fields()]
+    if deferred:
+        rows = Attachment.objects.filter(pk__in=deferred, email__workspace=workspace)
+        found |= {pk: bytes(content) for pk, content in rows.values_list("pk", "content")}
+    found |= {a.pk: bytes(a.content) for a in stored if a.pk not in deferred}
+    if spans:
+        parts = {
+            f"part_{n}": Substr("content", start + 1, end - start)
+            for n, (_, start, end) in enumerate(spans)
+        }
+        row = (
+            RawMessage.objects.filter(email_id=spans[0][0].email_id, email__workspace=workspace)
+            .annotate(**parts)
+            .values(*parts)
+            .first()
+        )
+        if row is None:
+            raise AttachmentNotFound()
+        for n, (attachment, _, _) in enumerate(spans):
+            found[attachment.pk] = decode_part(
+                bytes(row[f"part_{n}"]), attachment.transfer_encoding
+            )
+    if len(found) != len({a.pk for a in attachments}):
         raise AttachmentNotFound()
-    return decode_part(bytes(encoded), attachment.transfer_encoding)
+    return found

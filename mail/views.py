@@ -157,13 +157,16 @@ def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
     email = _email_or_404(request, email_id)
     show_images = request.GET.get("images") == "1"
     inline: dict[str, str] = {}
-    for attachment in email.attachments.all():
-        if attachment.content_id and attachment.content_type.lower().startswith("image/"):
-            full = selectors.attachment_get(email.workspace, email.pk, attachment.pk)
-            content = selectors.attachment_content(email.workspace, full)
-            uri = display.inline_image_uri(content, full.content_type)
-            if uri is not None:
-                inline[attachment.content_id] = uri
+    images = [
+        attachment
+        for attachment in email.attachments.all()
+        if attachment.content_id and attachment.content_type.lower().startswith("image/")
+    ]
+    contents = selectors.attachment_contents(email.workspace, images)
+    for attachment in images:
+        uri = display.inline_image_uri(contents[attachment.pk], attachment.content_type)
+        if uri is not None:
+            inline[attachment.content_id] = uri
     safe = display.sanitize_html(email.html, remote_images=show_images, inline_images=inline)
     # The charset is declared here, not left to the document's <meta> (or to sniffing).
     response = HttpResponse(

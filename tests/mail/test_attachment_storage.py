@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from email.message import EmailMessage
 from types import SimpleNamespace
 
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
@@ -84,6 +86,36 @@ def test_the_dashboard_reads_spans_for_downloads_and_inline_images(
     assert pdf.content is None
     response = client.get(f"/emails/{email_id}/attachments/{pdf.pk}")
     assert response.status_code == 200 and response.content == PDF
+
+
+def _with_images(to: str, cids: list[str]) -> bytes:
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = "shop@service.example", to, "Images"
+    msg.set_content("text")
+    msg.add_alternative("".join(f'<img src="cid:{cid}">' for cid in cids), subtype="html")
+    html_part = msg.get_payload()[-1]
+    for cid in cids:
+        html_part.add_related(PNG, "image", "png", cid=f"<{cid}>")
+    return msg.as_bytes()
+
+
+def test_inline_images_are_read_in_the_same_queries_however_many(
+    workspace: Workspace, inbox: Inbox
+) -> None:
+    """The framed HTML document inlines every cid: image: one query for all their spans, not
+    two per image as before."""
+    client = Client()
+    client.force_login(MembershipFactory(workspace=workspace, role="member").user)
+    png = f"data:image/png;base64,{base64.b64encode(PNG).decode()}"
+    counts = []
+    for images in (1, 4):
+        raw = _with_images(inbox.address, [f"img{n}" for n in range(images)])
+        email_id = deliver(inbox, raw)
+        with CaptureQueriesContext(connection) as queries:
+            document = client.get(f"/emails/{email_id}/html")
+        assert document.status_code == 200 and document.text.count(png) == images
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
 
 
 def test_an_attachment_stored_with_its_bytes_still_reads(api: Api, inbox: Inbox) -> None:

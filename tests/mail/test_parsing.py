@@ -802,6 +802,10 @@ def test_no_span_where_the_bytes_are_not_the_raw_messages() -> None:
     [csv] = parse_message(encoded).attachments
     assert csv.content == b"a,b" and csv.span is None
 
+    junk = b"Content-Type: application/x\r\nContent-Transfer-Encoding: x\x00y\r\n\r\nbytes\r\n"
+    [kept] = parse_message(junk).attachments
+    assert kept.content == b"bytes\r\n" and kept.span is None  # an encoding parsing does not know
+
     bare_cr = b"Content-Type: application/x-thing\r\rone\rtwo\r"
     [thing] = parse_message(bare_cr).attachments
     assert thing.content == b"one\ntwo\n" and thing.span is None
