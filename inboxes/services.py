@@ -11,7 +11,8 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apikeys.models import Workspace
-from config.api.errors import FeatureDisabled, LimitReached, ValidationFailed
+from config.api.errors import FeatureDisabled, LimitReached, NotFound, ValidationFailed
+from config.changes import save_changes
 from inboxes.addresses import is_valid_local_part, readable_local_part
 from inboxes.exceptions import AddressTaken, DomainInUse, InvalidDomain
 from inboxes.models import Domain, Inbox, Source
@@ -179,7 +180,7 @@ def inbox_update(
         inbox.expiry_notified_at = None  # a new expiry is announced again when it comes
         changed.append("expiry_notified_at")
     if changed:
-        inbox.save(update_fields=[*dict.fromkeys(changed), "updated_at"])
+        save_changes(inbox, [*changed, "updated_at"], gone=NotFound("No such inbox."))
     return inbox
 
 

@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import IntegrityError, models, transaction
 
 from apikeys.models import Workspace
-from config.api.errors import FeatureDisabled, ValidationFailed
+from config.api.errors import FeatureDisabled, NotFound, ValidationFailed
+from config.changes import save_changes
 from config.rows import bulk_insert
 from labels import rules as rules_engine
 from labels.classifier.base import Backend, EmailFacts, Example, Verdict
@@ -54,7 +55,7 @@ def label_update(*, label: Label, **fields: Any) -> Label:
     for name in changed:
         setattr(label, name, fields[name])
     if changed:
-        label.save(update_fields=[*changed, "updated_at"])
+        save_changes(label, [*changed, "updated_at"], gone=NotFound("No such label."))
     return label
 
 

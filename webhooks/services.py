@@ -24,8 +24,10 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from config.changes import save_changes
 from config.rows import placeholders, select_rows
 from webhooks import secrets, sender
+from webhooks.exceptions import EndpointNotFound
 from webhooks.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
 
 logger = logging.getLogger(__name__)
@@ -79,7 +81,7 @@ def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
     for name in changed:
         setattr(endpoint, name, fields[name])
     if changed:
-        endpoint.save(update_fields=[*changed, "updated_at"])
+        save_changes(endpoint, [*changed, "updated_at"], gone=EndpointNotFound())
     return endpoint
 
 
