@@ -129,6 +129,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from itertools import islice
 from typing import TypedDict
 from urllib.parse import unquote
 
@@ -153,6 +154,7 @@ class Extracted(TypedDict):
 AFTER_WINDOW = 60
 BEFORE_WINDOW = 50
 _MAX_KEYWORDS = 200
+_MAX_SCANNED = 1_000  # keyword matches looked at in one source at most (pathological input)
 
 # ---------------------------------------------------------------------------------------------
 # Keywords
@@ -962,12 +964,16 @@ class _Scanner:
             return True
         return _CANDIDATE_RE.search(text, *before) is not None
 
-    def _capitals_in(self, lo: int, hi: int) -> bool:
-        """Whether a digit or capital letter (what every candidate starts with) lies in lo:hi."""
+    def _capital_runs(self) -> tuple[list[int], list[int]]:
+        """Starts and ends of the runs of digits and capital letters, in order."""
         if self._runs is None:
             runs = [m.span() for m in _CAPITALS_RE.finditer(self.text)]
             self._runs = ([start for start, _ in runs], [end for _, end in runs])
-        starts, ends = self._runs
+        return self._runs
+
+    def _capitals_in(self, lo: int, hi: int) -> bool:
+        """Whether a digit or capital letter (what every candidate starts with) lies in lo:hi."""
+        starts, ends = self._capital_runs()
         index = bisect.bisect_left(starts, hi) - 1  # the last run starting before hi
         return index >= 0 and ends[index] > lo
 
@@ -1007,41 +1013,52 @@ class _Scanner:
 
     def _keyword_spans(self, *, near_codes: bool = False) -> list[tuple[int, int]]:
         """Spans of the keyword regular expressions in the regions around stems, in order; with
-        ``near_codes``, only in the lines that have a code candidate within reach."""
+        ``near_codes``, every keyword on the lines a keyword could reach a code from."""
         low = self.low
         spans: list[tuple[int, int]] = []
         cjk = not low.isascii()
-        regions = self._regions()
-        for lo, hi in self._near_codes(regions) if near_codes else regions:
+        for lo, hi in self._reach_lines() if near_codes else self._regions():
             hi = min(hi, len(low))
-            spans += [m.span() for m in _LATIN_KEYWORD_RE.finditer(low, lo, hi)]
+            left = _MAX_SCANNED - len(spans)  # pathological input: bounded like the stem scan
+            spans += [m.span() for m in islice(_LATIN_KEYWORD_RE.finditer(low, lo, hi), left)]
             if cjk:
-                spans += [m.span() for m in _CJK_KEYWORD_RE.finditer(low, lo, hi)]
+                spans += [m.span() for m in islice(_CJK_KEYWORD_RE.finditer(low, lo, hi), left)]
+            if len(spans) >= _MAX_SCANNED:
+                break
         if cjk:
             spans.sort()
         return spans
 
-    def _near_codes(self, regions: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        """The regions cut at line breaks, keeping the pieces where a keyword could reach a code.
+    def _reach_lines(self) -> list[tuple[int, int]]:
+        """The whole lines on which a keyword could reach a code, as merged (start, end) spans.
 
-        Exact: no keyword spans a line break (``tests/mail/test_extraction.py`` checks the
-        patterns), and a line break is no word character, so scanning up to one or from just
-        after one finds what a scan across it finds. A keyword inside a piece reaches no further
-        than ``BEFORE_WINDOW`` before it and ``AFTER_WINDOW`` after it; a piece without a digit or
-        capital letter in that reach holds no keyword that :meth:`_reaches_code` would keep. On
-        keyword-dense text (a long mail of "confirm your account" prose around one code) this
-        leaves the few lines around the code.
+        Exact: :meth:`_reaches_code` keeps a keyword at ``s:e`` only if a run of digits or
+        capitals (what every candidate starts with) at ``a:b`` meets ``e : e + AFTER_WINDOW + 1``
+        or ``s - BEFORE_WINDOW : s``; then the keyword's last character lies in ``a -
+        AFTER_WINDOW - 1 : b``, or its first in ``a : b + BEFORE_WINDOW``. No keyword spans a line
+        break (``tests/mail/test_extraction.py`` checks the patterns), so the lines that meet
+        ``a - AFTER_WINDOW - 1 : b + BEFORE_WINDOW`` for some run hold every keyword it keeps, and
+        the regular expressions find on a whole line what they find in the whole text. On
+        keyword-dense text (a long mail of "confirm your account" prose around one code) these
+        are the few lines around the code, and a text without a digit or capital has none.
         """
-        low, pieces = self.low, []
-        for lo, hi in regions:
-            start, hi = lo, min(hi, len(low))
-            while start < hi:
-                newline = low.find("\n", start, hi)
-                end = hi if newline < 0 else newline
-                if end > start and self._capitals_in(start - BEFORE_WINDOW, end + AFTER_WINDOW + 1):
-                    pieces.append((start, end))
-                start = end + 1
-        return pieces
+        low, size = self.low, len(self.low)
+        starts, ends = self._capital_runs()
+        lines: list[tuple[int, int]] = []
+        run = 0
+        while run < len(starts):
+            lo = max(0, starts[run] - AFTER_WINDOW - 1)
+            hi = min(size, ends[run] + BEFORE_WINDOW)
+            line_start = low.rfind("\n", 0, lo) + 1
+            line_end = low.find("\n", hi)
+            line_end = size if line_end < 0 else line_end
+            if lines and line_start <= lines[-1][1]:
+                lines[-1] = (lines[-1][0], line_end)
+            else:
+                lines.append((line_start, line_end))
+            # The runs whose reach ends within these lines add none (runs are in order).
+            run = bisect.bisect_left(ends, line_end - BEFORE_WINDOW + 1, run + 1)
+        return lines
 
     def _qualified(self, start: int, end: int) -> bool:
         """Whether the keyword at start:end is qualified as another kind of code."""

@@ -896,6 +896,7 @@ def test_a_100_kb_newsletter_is_handled() -> None:
         "<a " * 20_000,
         "<!--" * 20_000,
         "code " * 20_000,
+        "code 1 " * 20_000,  # keywords and digits everywhere: every line within reach
         "1" * 100_000,
         "A1-" * 30_000,
         "验证码" * 30_000,
@@ -1001,16 +1002,17 @@ _LINE_FREE = ("\\s", "\\S", "\\W", "\\D", "[^", ".", "\n")
 
 
 def test_no_keyword_pattern_can_match_a_line_break() -> None:
-    """What makes ``_Scanner._near_codes`` exact: a keyword never spans a line break."""
+    """What makes ``_Scanner._reach_lines`` exact: a keyword never spans a line break."""
     for pattern in (*extraction._LATIN_KEYWORDS, *extraction._CJK_KEYWORDS):
         assert not any(piece in pattern for piece in _LINE_FREE), pattern
 
 
 def _kept_near_codes(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(line-cut scan, whole scan) of the keywords :meth:`_reaches_code` keeps."""
+    """(scan of the lines within reach, whole scan) of the keywords :meth:`_reaches_code`
+    keeps (``PIN`` and ``TAN`` count in capitals only, in both)."""
     scanner = extraction._Scanner(extraction._prepare(text))
-    cut = [s for s in scanner._keyword_spans(near_codes=True) if scanner._reaches_code(*s)]
-    whole = [s for s in scanner._keyword_spans() if scanner._reaches_code(*s)]
+    cut = scanner.keywords(near_codes=True)
+    whole = [s for s in scanner.keywords() if scanner._reaches_code(*s)]
     return cut, whole
 
 
