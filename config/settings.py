@@ -175,7 +175,7 @@ if REDIS_URL:
     }
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "BACKEND": "config.layers.PubSubLayer",  # channels_redis pub/sub + batches
             "CONFIG": {"hosts": [REDIS_URL], "prefix": "pgh"},
         }
     }

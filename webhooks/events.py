@@ -204,8 +204,9 @@ def _group_of(event: Event) -> str | None:
 
 @on_event
 def wake_listeners(records: Sequence[Event]) -> None:
-    """Publishes each event to its inbox's (or outbox item's) group on the channel layer, the
-    whole batch in one hop to the event loop."""
+    """Publishes each event to its inbox's (or outbox item's) group on the channel layer, in
+    order: from a thread, with Redis, as one pipeline of ``PUBLISH`` commands sent from that
+    thread (``config.layers.PubSubLayer``); else the whole batch in one hop to the event loop."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -224,7 +225,11 @@ def wake_listeners(records: Sequence[Event]) -> None:
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        async_to_sync(publish)()
+        send_many = getattr(layer, "group_send_many", None)
+        if send_many is not None:
+            send_many(messages)
+        else:
+            async_to_sync(publish)()
     else:  # called from code running inside an event loop: publish from that loop
         task = loop.create_task(publish())
         _publishing.add(task)

@@ -312,7 +312,7 @@ def test_lost_wake_ups_are_recovered_from_the_log(
     if settings.REDIS_URL:  # embedded: this process's in-memory layer is unheard by the server
         settings.CHANNEL_LAYERS = {
             "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "BACKEND": "config.layers.PubSubLayer",
                 "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": "nobody-listens"},
             }
         }
