@@ -61,23 +61,33 @@ def domain_remove(*, workspace: Workspace, domain: str) -> None:
 
 def inbox_counters_save(inboxes: Iterable[Inbox]) -> None:
     """Writes the mail counters of inboxes the caller holds locked (the receive path, once per
-    batch): one plain UPDATE per inbox, sent together; the ORM's ``bulk_update`` builds a CASE
-    expression per row and field, which cost more than the batch's inserts."""
+    batch). On PostgreSQL one ``UPDATE … FROM unnest(…)`` whose text is the same for any number
+    of inboxes (so psycopg prepares it once); five plain UPDATEs sent in pipeline mode cost the
+    smtpd ~5 % of its CPU in psycopg's pipeline code. Elsewhere one plain UPDATE per inbox. The
+    ORM's ``bulk_update`` builds a CASE expression per row and field, which cost more than the
+    batch's inserts."""
     rows = [
-        (
-            inbox.email_count,
-            inbox.unread_count,
-            connection.ops.adapt_datetimefield_value(inbox.last_email_at),
-            inbox.pk,
-        )
-        for inbox in inboxes
+        (inbox.email_count, inbox.unread_count, inbox.last_email_at, inbox.pk) for inbox in inboxes
     ]
-    if rows:
-        with connection.cursor() as cursor:
+    if not rows:
+        return
+    table = Inbox._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            counts, unread, last, ids = (list(column) for column in zip(*rows, strict=True))
+            cursor.execute(
+                f"UPDATE {table} AS i SET email_count = v.email_count, "
+                "unread_count = v.unread_count, last_email_at = v.last_email_at "
+                "FROM unnest(%s::integer[], %s::integer[], %s::timestamptz[], %s::varchar[]) "
+                "AS v(email_count, unread_count, last_email_at, id) WHERE i.id = v.id",
+                [counts, unread, last, ids],
+            )
+        else:
+            adapt = connection.ops.adapt_datetimefield_value
             cursor.executemany(
-                f"UPDATE {Inbox._meta.db_table} SET email_count = %s, unread_count = %s, "
+                f"UPDATE {table} SET email_count = %s, unread_count = %s, "
                 "last_email_at = %s WHERE id = %s",
-                rows,
+                [(count, unread, adapt(last), pk) for count, unread, last, pk in rows],
             )
 
 

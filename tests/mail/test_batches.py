@@ -73,6 +73,8 @@ def test_a_batch_delivers_each_message_to_each_inbox_once(db: None, workspace: W
     for inbox, count in ((a, 4), (b, 1)):
         inbox.refresh_from_db()
         assert (inbox.email_count, inbox.unread_count) == (count, count)
+        newest = Email.objects.filter(inbox=inbox).order_by("-received_at").first()
+        assert inbox.last_email_at == newest.received_at  # type: ignore[union-attr]
     assert RawMessage.objects.count() == 5
     received = Event.objects.filter(type="email.received")
     assert sorted(received.values_list("inbox_id", flat=True)) == sorted([a.pk] * 4 + [b.pk])
