@@ -68,27 +68,67 @@ def _reader(model: type[models.Model], using: str) -> tuple[str, list[str], list
 
 
 def select_rows(
-    model: type[M], where: str, params: Sequence[Any], *, lock: bool = False, using: str = "default"
+    model: type[M],
+    where: str,
+    params: Sequence[Any],
+    *,
+    lock: bool = False,
+    related: str | None = None,
+    using: str = "default",
 ) -> list[M]:
     """``SELECT`` of whole rows of ``model`` ``WHERE where`` (``%s`` placeholders; an
     ``ORDER BY`` may follow the condition), as instances; ``lock`` adds ``FOR UPDATE`` where
-    the database has it (SQLite serialises writers anyway)."""
+    the database has it (SQLite serialises writers anyway). ``related`` names a foreign key
+    whose row comes in the same statement (a join, as ``select_related`` reads it; only
+    ``model``'s rows are locked): ``where`` then names its columns with their table."""
     connection = connections[using]
     select, names, converters = _reader(model, using)
-    sql = f"SELECT {select} FROM {_quote(model._meta.db_table)} WHERE {where}"
+    table = _quote(model._meta.db_table)
+    source = table
+    other: type[models.Model] | None = None
+    if related is not None:
+        field = model._meta.get_field(related)
+        other = field.related_model
+        other_select, other_names, other_converters = _reader(other, using)
+        other_table = _quote(other._meta.db_table)
+        select = f"{select}, {other_select}"
+        source = (
+            f"{table} JOIN {other_table} ON {other_table}.{_quote(field.target_field.column)} "
+            f"= {table}.{_quote(field.column)}"
+        )
+    sql = f"SELECT {select} FROM {source} WHERE {where}"
     if lock and connection.features.has_select_for_update:
-        sql += " FOR UPDATE"
+        sql += f" FOR UPDATE OF {table}" if related is not None else " FOR UPDATE"
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     found = []
+    width = len(names)
     for row in rows:
-        values = list(row)
-        for index, col, functions in converters:
-            for convert in functions:
-                values[index] = convert(values[index], col, connection)
-        found.append(model.from_db(using, names, values))
+        obj = _instance(model, names, converters, row[:width], connection, using)
+        if other is not None:
+            setattr(
+                obj,
+                related,  # type: ignore[arg-type]
+                _instance(other, other_names, other_converters, row[width:], connection, using),
+            )
+        found.append(obj)
     return found
+
+
+def _instance(
+    model: type[M],
+    names: list[str],
+    converters: list[tuple],
+    row: Sequence[Any],
+    connection: Any,
+    using: str,
+) -> M:
+    values = list(row)
+    for index, col, functions in converters:
+        for convert in functions:
+            values[index] = convert(values[index], col, connection)
+    return model.from_db(using, names, values)
 
 
 def placeholders(count: int) -> str:

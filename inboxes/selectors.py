@@ -126,8 +126,8 @@ def inbox_ids_for_addresses(addresses: Iterable[str]) -> dict[str, str]:
 
 
 def inboxes_locked(ids: Sequence[str]) -> dict[str, Inbox]:
-    """The inboxes with these ids, with their workspace, locked ``FOR UPDATE`` in id order (so
-    two receivers never deadlock) until the transaction ends.
+    """The inboxes with these ids, with their workspace (read in the same statement), locked
+    ``FOR UPDATE`` in id order (so two receivers never deadlock) until the transaction ends.
 
     The receive path runs this once per batch of mail, so it reads through
     :func:`config.rows.select_rows` (the ids were resolved from recipient addresses: a
@@ -137,15 +137,14 @@ def inboxes_locked(ids: Sequence[str]) -> dict[str, Inbox]:
     ids = sorted(ids)
     if not ids:
         return {}
-    locked = select_rows(Inbox, f"id IN ({placeholders(len(ids))}) ORDER BY id", ids, lock=True)
-    owners = sorted({inbox.workspace_id for inbox in locked})
-    workspaces = (
-        {w.pk: w for w in select_rows(Workspace, f"id IN ({placeholders(len(owners))})", owners)}
-        if owners
-        else {}
+    table = Inbox._meta.db_table
+    locked = select_rows(
+        Inbox,
+        f'"{table}"."id" IN ({placeholders(len(ids))}) ORDER BY "{table}"."id"',
+        ids,
+        lock=True,
+        related="workspace",
     )
-    for inbox in locked:
-        inbox.workspace = workspaces[inbox.workspace_id]
     return {inbox.pk: inbox for inbox in locked}
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import connection, models
+from django.db import connection, connections, models, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
@@ -167,6 +167,46 @@ def test_select_rows_reads_what_the_orm_reads(workspace: Workspace) -> None:
     inboxes = cases[0][0]
     assert inboxes[0].tags == ["t", "ü"] and inboxes[1].expires_at.tzinfo is not None
     assert select_rows(Inbox, "id = %s", ["inb_none"]) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_select_rows_reads_a_related_row_in_the_same_statement(
+    workspace: Workspace, other_workspace: Workspace
+) -> None:
+    """``related``: each row with its foreign key's row, as ``select_related`` reads them, in
+    one query; only the model's own rows are locked (PostgreSQL: ``FOR UPDATE OF``)."""
+    a = inbox_services.inbox_create(workspace=workspace, local_part="ja")
+    b = inbox_services.inbox_create(workspace=other_workspace, local_part="jb")
+    Workspace.objects.filter(pk=workspace.pk).update(classifier_enabled=False)
+    Workspace.objects.filter(pk=other_workspace.pk).update(classifier_enabled=True)
+    ids = sorted([a.pk, b.pk])
+    where = f'"inboxes_inbox"."id" IN ({placeholders(2)}) ORDER BY "inboxes_inbox"."id"'
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        ours = select_rows(Inbox, where, ids, lock=True, related="workspace")
+        theirs = list(Inbox.objects.select_related("workspace").filter(pk__in=ids).order_by("id"))
+        assert len(captured.captured_queries) == 2  # ours, then the ORM's
+        assert [_fields(o) for o in ours] == [_fields(t) for t in theirs]
+        assert [_fields(o.workspace) for o in ours] == [_fields(t.workspace) for t in theirs]
+        assert [o.workspace.classifier_enabled for o in ours] == [
+            i.workspace_id == other_workspace.pk for i in ours
+        ]
+        if connection.vendor == "postgresql":
+            assert 'FOR UPDATE OF "inboxes_inbox"' in captured.captured_queries[0]["sql"]
+            # the workspace rows are not locked: another connection may lock them meanwhile
+            other = connections.create_connection("default")
+            try:
+                with other.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT id FROM apikeys_workspace WHERE id = %s FOR UPDATE NOWAIT",
+                        [workspace.pk],
+                    )
+                    assert cursor.fetchall() == [(workspace.pk,)]
+                with other.cursor() as cursor, pytest.raises(Exception, match="obtain lock"):
+                    cursor.execute(
+                        "SELECT id FROM inboxes_inbox WHERE id = %s FOR UPDATE NOWAIT", [a.pk]
+                    )
+            finally:
+                other.close()
 
 
 @pytest.mark.parametrize("model", [Email, RawMessage, Attachment, EmailLabel])
