@@ -201,6 +201,9 @@ SMTP_HOSTNAME = env.str("SMTP_HOSTNAME", default=INBOX_DOMAINS[0] if INBOX_DOMAI
 MAX_MESSAGE_BYTES = env.int("MAX_MESSAGE_BYTES", default=26_214_400)
 # An SMTP session that sends nothing for this long is closed (RFC 5321 4.5.3.2.7: 5 minutes).
 SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
+# Who writes the smtpd's batches of mail (mail/writer.py): a process of its own next to each
+# smtpd process on PostgreSQL, a thread of the smtpd in embedded mode (SQLite has one writer).
+SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "process")
 # Concurrent SMTP sessions per client IP address; the next one gets 421 and is closed.
 SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
 # Largest API request body. The biggest documented body (send: text up to 1,000,000 and html up

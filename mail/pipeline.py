@@ -230,8 +230,9 @@ class Incoming:
     mail_from: str
     rcpt_tos: Sequence[str]
     received_at: datetime | None = None
-    # Recipients -> the inboxes admit_recipient() found at RCPT time in the same transaction.
-    admitted: Mapping[str, Inbox] | None = None
+    # Recipients -> the ids of the inboxes admit_recipient() found at RCPT time in the same
+    # transaction (plain ids: a batch may be written by another process, mail.writer).
+    admitted: Mapping[str, str] | None = None
 
 
 def receive(
@@ -240,7 +241,7 @@ def receive(
     mail_from: str = "",
     rcpt_tos: Sequence[str],
     received_at: datetime | None = None,
-    admitted: Mapping[str, Inbox] | None = None,
+    admitted: Mapping[str, str] | None = None,
 ) -> list[Delivery]:
     """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient."""
     return receive_many([Incoming(raw, mail_from, rcpt_tos, received_at, admitted)])[0]
@@ -304,7 +305,7 @@ class _Batch:
         afresh; catch-all addresses get their inbox first. An inbox admitted at RCPT is a hint:
         if it has gone since (deleted, perhaps re-created under the same address), the address
         is looked up again."""
-        hints = [{r: inbox.pk for r, inbox in (m.admitted or {}).items()} for m in self.messages]
+        hints = [dict(m.admitted or {}) for m in self.messages]
         unhinted = {
             r for m, hinted in zip(self.messages, hints, strict=True) for r in m.rcpt_tos
         } - {r for hinted in hints for r in hinted}

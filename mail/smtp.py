@@ -3,8 +3,9 @@
 - RCPT: unknown or expired inboxes are refused here (``550 5.1.1``), more than
   ``MAX_RECIPIENTS`` recipients get ``452 4.5.3``.
 - DATA: the message joins the process's :class:`GroupCommit`: the messages of concurrent
-  sessions are stored together, one transaction per batch (``pipeline.receive_many``) in a
-  worker thread, and each session gets its ``250`` only after its batch committed. If every
+  sessions are stored together, one transaction per batch (``pipeline.receive_many``) in the
+  writer process (``mail.writer``; a worker thread in embedded mode), and each session gets
+  its ``250`` only after its batch committed. If every
   recipient refused, the first refusal is the reply (``550 5.7.1`` sender filtered, ``552
   5.2.2`` inbox full); a failure of ours is ``451 4.3.0`` so the client retries, never a
   ``250``. The ``SIZE`` extension is advertised; a larger message gets ``552 5.3.4``.
@@ -35,6 +36,7 @@ from django.conf import settings
 from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
+from mail.writer import BatchWriter, ThreadWriter, WriterLost
 
 logger = logging.getLogger(__name__)
 
@@ -60,19 +62,24 @@ class GroupCommit:
     fills; when the write ends, everything waiting goes in the next batch. A busy receiver thus
     commits many messages per transaction and an idle one commits each message at once: no
     timer, no added latency. If a batch fails, its messages are stored one by one, so a message
-    that cannot be stored costs only its own sender a ``451``.
+    that cannot be stored costs only its own sender a ``451``; if the writer process was lost
+    with the batch (``mail.writer``), the whole batch is answered ``451``: it is not known
+    whether it was stored, and the senders retry.
     """
 
-    def __init__(self, max_messages: int = 64, max_bytes: int = 16 * 1024 * 1024) -> None:
+    def __init__(
+        self, writer: BatchWriter, max_messages: int = 64, max_bytes: int = 16 * 1024 * 1024
+    ) -> None:
+        self.writer = writer
         self.max_messages, self.max_bytes = max_messages, max_bytes
         self.waiting: list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Delivery]]]] = []
-        self.writer: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None
 
     async def store(self, incoming: pipeline.Incoming) -> list[pipeline.Delivery]:
         future: asyncio.Future[list[pipeline.Delivery]] = asyncio.get_running_loop().create_future()
         self.waiting.append((incoming, future))
-        if self.writer is None or self.writer.done():
-            self.writer = asyncio.create_task(self._write())
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._write())
         return await future
 
     def _take(self) -> list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Delivery]]]]:
@@ -90,7 +97,9 @@ class GroupCommit:
             messages = [incoming for incoming, _ in batch]
             outcomes: list[list[pipeline.Delivery] | BaseException]
             try:
-                outcomes = list(await _run(pipeline.receive_many, messages))
+                outcomes = list(await self.writer.store(messages))
+            except WriterLost as exc:
+                outcomes = [exc] * len(batch)
             except Exception as exc:
                 if len(batch) == 1:
                     outcomes = [exc]
@@ -105,10 +114,9 @@ class GroupCommit:
                 else:
                     future.set_result(outcome)
 
-    @staticmethod
-    async def _alone(incoming: pipeline.Incoming) -> list[pipeline.Delivery] | BaseException:
+    async def _alone(self, incoming: pipeline.Incoming) -> list[pipeline.Delivery] | BaseException:
         try:
-            return (await _run(pipeline.receive_many, [incoming]))[0]
+            return (await self.writer.store([incoming]))[0]
         except Exception as exc:
             return exc
 
@@ -146,8 +154,8 @@ class AdmittedInboxes:
 class Handler:
     """aiosmtpd handler hooks; one per process (its group commit and admissions are shared)."""
 
-    def __init__(self) -> None:
-        self.group_commit = GroupCommit()
+    def __init__(self, writer: BatchWriter) -> None:
+        self.group_commit = GroupCommit(writer)
         self.admitted = AdmittedInboxes()
         self.connections: Counter[str] = Counter()  # open sessions per client IP address
         self.protocol_state: dict[str, Any] | None = None  # see PigeonholeSMTP._from_template
@@ -176,7 +184,7 @@ class Handler:
             admitted = getattr(envelope, "admitted", None)
             if admitted is None:
                 admitted = envelope.admitted = {}
-            admitted[address] = inbox
+            admitted[address] = inbox.pk
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
@@ -453,10 +461,11 @@ def make_protocol(handler: Handler) -> PigeonholeSMTP:
     )
 
 
-async def start_server(host: str, port: int) -> asyncio.Server:
-    """Listens on ``host:port`` (SO_REUSEPORT) in the running event loop."""
+async def start_server(host: str, port: int, writer: BatchWriter | None = None) -> asyncio.Server:
+    """Listens on ``host:port`` (SO_REUSEPORT) in the running event loop; batches of mail are
+    written by ``writer`` (a thread of this process unless given: ``mail.writer``)."""
     loop = asyncio.get_running_loop()
-    handler = Handler()
+    handler = Handler(writer or ThreadWriter())
     return await loop.create_server(
         lambda: make_protocol(handler), host=host, port=port, reuse_port=True
     )

@@ -212,3 +212,25 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
         terminalreporter.section("figures")
         for line in _FIGURES:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def process_writer(transactional_db: None, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """A ``mail.writer.ProcessWriter`` whose child uses this test's database (it is spawned
+    with the environment of a live test process: ``tests.live.child_env``)."""
+    import asyncio
+
+    from django.db import connection
+
+    from mail.writer import ProcessWriter
+    from tests.live import child_env
+
+    env = child_env(connection.settings_dict["NAME"])
+    for name in ("DATABASE_URL", "REDIS_URL", "CONN_MAX_AGE", "CELERY_TASK_ALWAYS_EAGER"):
+        if name in env:
+            monkeypatch.setenv(name, env[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+    writer = ProcessWriter()
+    yield writer
+    asyncio.run(writer.close())

@@ -41,6 +41,7 @@ from tests.benchmarks.stack import (
     RESULTS,
     child_env,
     cpu_seconds,
+    descendants,
     machine_busy_pct,
     postgres_cpu_seconds,
     rss_kb,
@@ -205,7 +206,9 @@ class Target:
 
     @property
     def pids(self) -> list[int]:
-        return [p.proc.pid for p in self.procs if p.proc is not None]
+        """The target's processes and their children (an smtpd's writer process)."""
+        own = [p.proc.pid for p in self.procs if p.proc is not None]
+        return [pid for parent in own for pid in (parent, *descendants(parent))]
 
     def start(self) -> Target:
         for proc in self.procs:

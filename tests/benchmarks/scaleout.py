@@ -30,13 +30,12 @@ import time
 import uuid
 from collections import Counter
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.benchmarks import database, ingest
-from tests.benchmarks.stack import RESULTS, CpuWindow, child_env
+from tests.benchmarks.stack import RESULTS, CpuWindow, child_env, descendants
 from tests.live import CELERY_WORKER, ROOT, Process, free_port, sse_events
 from tests.webhooks.receiver import Receiver, _handler
 
@@ -99,31 +98,14 @@ class Shape:
                 worker.kill()
 
 
-def _descendants(pid: int) -> list[int]:
-    """The pids of ``pid``'s children and their children (a Celery worker's pool)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(
-                int(entry.name)
-            )
-    found, todo = [], [pid]
-    while todo:
-        children = parents.get(todo.pop(), [])
-        found += children
-        todo += children
-    return found
-
-
 def _cpu_pids(shape: Shape) -> dict[str, int]:
     """Every process of the shape and the load generator, named ``<type>.<n>``."""
     pids = {f"web.{n}": web.proc.pid for n, web in enumerate(shape.webs) if web.proc}
-    pids |= {f"smtpd.{n}": smtpd.proc.pid for n, smtpd in enumerate(shape.smtps) if smtpd.proc}
-    workers = [pid for w in shape.workers for pid in (w.pid, *_descendants(w.pid))]
+    smtpds = [  # each smtpd with its writer process (mail.writer)
+        pid for s in shape.smtps if s.proc for pid in (s.proc.pid, *descendants(s.proc.pid))
+    ]
+    pids |= {f"smtpd.{n}": pid for n, pid in enumerate(smtpds)}
+    workers = [pid for w in shape.workers for pid in (w.pid, *descendants(w.pid))]
     pids |= {f"worker.{n}": pid for n, pid in enumerate(workers)}
     return pids | {"harness.0": os.getpid()}
 

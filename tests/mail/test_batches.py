@@ -18,6 +18,7 @@ from inboxes import services as inbox_services
 from inboxes.models import Domain, Inbox
 from mail import pipeline
 from mail.models import Email, RawMessage
+from mail.writer import ThreadWriter
 from tests.conftest import SmtpServer
 from tests.mail.messages import message
 from webhooks.models import Event
@@ -170,15 +171,18 @@ def test_a_failing_batch_stores_nothing(poison_subject: str, workspace: Workspac
     assert inbox.email_count == 0
 
 
+@pytest.mark.parametrize("kind", ["thread", "process"])
 def test_group_commit_retries_alone_so_only_the_bad_message_fails(
-    poison_subject: str, workspace: Workspace
+    poison_subject: str, workspace: Workspace, kind: str, request: pytest.FixtureRequest
 ) -> None:
+    """With either writer (the process's error comes back across the process boundary)."""
     from mail.smtp import GroupCommit
 
+    writer = request.getfixturevalue("process_writer") if kind == "process" else ThreadWriter()
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="target")
 
     async def both() -> list[object]:
-        group = GroupCommit()
+        group = GroupCommit(writer)
         return await asyncio.gather(  # both join the first batch: the writer starts after them
             group.store(_incoming([inbox.address], "fine")),
             group.store(_incoming([inbox.address], poison_subject)),

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mail.smtp import Handler, PigeonholeSMTP, make_protocol
+from mail.writer import ThreadWriter
 
 HAND_MADE = [
     "<user@example.com>",
@@ -50,8 +51,8 @@ def outcome(parse: Callable[[str], object], arg: str) -> object:
 
 def both(args: list[str]) -> list[tuple[object, object]]:
     async def run() -> list[tuple[object, object]]:
-        ours = make_protocol(Handler())
-        theirs = SMTP(Handler(), enable_SMTPUTF8=True, decode_data=False)
+        ours = make_protocol(Handler(ThreadWriter()))
+        theirs = SMTP(Handler(ThreadWriter()), enable_SMTPUTF8=True, decode_data=False)
         return [(outcome(ours._getaddr, arg), outcome(theirs._getaddr, arg)) for arg in args]
 
     return asyncio.run(run())
@@ -96,7 +97,7 @@ def test_sessions_after_the_first_are_set_up_like_aiosmtpd_sets_them_up() -> Non
     itself, and its own stream."""
 
     async def run() -> None:
-        handler = Handler()
+        handler = Handler(ThreadWriter())
         first, second, third = (make_protocol(handler) for _ in range(3))
         assert handler.protocol_state is not None
         assert set(second.__dict__) == set(first.__dict__) == set(third.__dict__)

@@ -12,13 +12,15 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from mail.smtp import start_server
+from mail.writer import writer_for
 
 # How long a thread may hold the GIL while another waits for it (CPython's default: 5 ms). The
-# event loop (the SMTP sessions) and the thread that writes a batch share the interpreter: when
-# PostgreSQL answers, the writer waited up to 5 ms for a busy loop to let go, and every session
-# of the batch waited with it. At 1 ms the ingest benchmark gained ~20 % on the 4 KB kinds
-# (10 clients, medians of 3: ~280 -> ~350/s simple, ~260 -> ~320/s realistic); 0.5 ms and 2 ms
-# did worse than 1 ms.
+# event loop (the SMTP sessions) shares the interpreter with the threads of the RCPT lookups and,
+# with SMTP_WRITER=thread, with the thread that writes a batch: when PostgreSQL answered, that
+# writer waited up to 5 ms for a busy loop to let go, and every session of the batch waited with
+# it. At 1 ms the ingest benchmark gained ~20 % on the 4 KB kinds with the writer thread (10
+# clients, medians of 3: ~280 -> ~350/s simple, ~260 -> ~320/s realistic); 0.5 ms and 2 ms did
+# worse than 1 ms.
 GIL_SWITCH_INTERVAL = 0.001
 
 
@@ -41,7 +43,9 @@ class Command(BaseCommand):
         asyncio.run(self._serve(options["host"], options["port"]))
 
     async def _serve(self, host: str, port: int) -> None:
-        server = await start_server(host, port)
+        writer = writer_for(settings.SMTP_WRITER)
+        await writer.start()  # the writer process is ready before the port opens
+        server = await start_server(host, port, writer)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -51,3 +55,4 @@ class Command(BaseCommand):
         await stop.wait()
         server.close()
         await server.wait_closed()
+        await writer.close()  # after the batches it holds are written and answered
