@@ -154,6 +154,7 @@ class Extracted(TypedDict):
 AFTER_WINDOW = 60
 BEFORE_WINDOW = 50
 _MAX_KEYWORDS = 200
+_KEYWORD_REACH = 40  # characters: no keyword is longer in ASCII text (a test checks the patterns)
 _MAX_SCANNED = 1_000  # keyword matches looked at in one source at most (pathological input)
 
 # ---------------------------------------------------------------------------------------------
@@ -1013,11 +1014,11 @@ class _Scanner:
 
     def _keyword_spans(self, *, near_codes: bool = False) -> list[tuple[int, int]]:
         """Spans of the keyword regular expressions in the regions around stems, in order; with
-        ``near_codes``, every keyword on the lines a keyword could reach a code from."""
+        ``near_codes``, every keyword where a keyword could reach a code from (:meth:`_reach`)."""
         low = self.low
         spans: list[tuple[int, int]] = []
         cjk = not low.isascii()
-        for lo, hi in self._reach_lines() if near_codes else self._regions():
+        for lo, hi in self._reach() if near_codes else self._regions():
             hi = min(hi, len(low))
             left = _MAX_SCANNED - len(spans)  # pathological input: bounded like the stem scan
             spans += [m.span() for m in islice(_LATIN_KEYWORD_RE.finditer(low, lo, hi), left)]
@@ -1029,36 +1030,42 @@ class _Scanner:
             spans.sort()
         return spans
 
-    def _reach_lines(self) -> list[tuple[int, int]]:
-        """The whole lines on which a keyword could reach a code, as merged (start, end) spans.
+    def _reach(self) -> list[tuple[int, int]]:
+        """Where a keyword that reaches a code can be found, as merged (start, end) spans.
 
         Exact: :meth:`_reaches_code` keeps a keyword at ``s:e`` only if a run of digits or
         capitals (what every candidate starts with) at ``a:b`` meets ``e : e + AFTER_WINDOW + 1``
-        or ``s - BEFORE_WINDOW : s``; then the keyword's last character lies in ``a -
-        AFTER_WINDOW - 1 : b``, or its first in ``a : b + BEFORE_WINDOW``. No keyword spans a line
-        break (``tests/mail/test_extraction.py`` checks the patterns), so the lines that meet
-        ``a - AFTER_WINDOW - 1 : b + BEFORE_WINDOW`` for some run hold every keyword it keeps, and
-        the regular expressions find on a whole line what they find in the whole text. On
-        keyword-dense text (a long mail of "confirm your account" prose around one code) these
-        are the few lines around the code, and a text without a digit or capital has none.
+        or ``s - BEFORE_WINDOW : s``; then the keyword meets ``a - AFTER_WINDOW - 1 : b +
+        BEFORE_WINDOW``, the run's *zone*. In ASCII text no keyword is longer than
+        ``_KEYWORD_REACH`` (``tests/mail/test_extraction.py`` checks the patterns), so it lies
+        within its zone widened by that on both sides; the regular expressions see the text before
+        a span's start, and a match cut short at a span's end lies outside every zone, so
+        :meth:`_reaches_code` drops it. Otherwise (Cyrillic keywords have no bounded length) the
+        span is the zone's whole lines: no keyword spans a line break, and a whole line gives the
+        matches the whole text gives. On keyword-dense text (a long mail of "confirm your
+        account" prose around one code) these are the few words around the code, and a text
+        without a digit or capital has none.
         """
         low, size = self.low, len(self.low)
         starts, ends = self._capital_runs()
-        lines: list[tuple[int, int]] = []
+        bounded = low.isascii()
+        widen = _KEYWORD_REACH if bounded else 0
+        spans: list[tuple[int, int]] = []
         run = 0
         while run < len(starts):
-            lo = max(0, starts[run] - AFTER_WINDOW - 1)
-            hi = min(size, ends[run] + BEFORE_WINDOW)
-            line_start = low.rfind("\n", 0, lo) + 1
-            line_end = low.find("\n", hi)
-            line_end = size if line_end < 0 else line_end
-            if lines and line_start <= lines[-1][1]:
-                lines[-1] = (lines[-1][0], line_end)
+            lo = max(0, starts[run] - AFTER_WINDOW - 1 - widen)
+            hi = min(size, ends[run] + BEFORE_WINDOW + widen)
+            if not bounded:
+                lo = low.rfind("\n", 0, lo) + 1
+                line_end = low.find("\n", hi)
+                hi = size if line_end < 0 else line_end
+            if spans and lo <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], max(hi, spans[-1][1]))
             else:
-                lines.append((line_start, line_end))
-            # The runs whose reach ends within these lines add none (runs are in order).
-            run = bisect.bisect_left(ends, line_end - BEFORE_WINDOW + 1, run + 1)
-        return lines
+                spans.append((lo, hi))
+            # The runs whose widened zone ends within this span add nothing (runs are in order).
+            run = bisect.bisect_left(ends, spans[-1][1] - BEFORE_WINDOW - widen + 1, run + 1)
+        return spans
 
     def _qualified(self, start: int, end: int) -> bool:
         """Whether the keyword at start:end is qualified as another kind of code."""

@@ -1002,9 +1002,24 @@ _LINE_FREE = ("\\s", "\\S", "\\W", "\\D", "[^", ".", "\n")
 
 
 def test_no_keyword_pattern_can_match_a_line_break() -> None:
-    """What makes ``_Scanner._reach_lines`` exact: a keyword never spans a line break."""
+    """What makes ``_Scanner._reach`` exact on non-ASCII text: no keyword spans a line break."""
     for pattern in (*extraction._LATIN_KEYWORDS, *extraction._CJK_KEYWORDS):
         assert not any(piece in pattern for piece in _LINE_FREE), pattern
+
+
+def test_no_keyword_in_ascii_text_is_longer_than_the_reach() -> None:
+    """What makes ``_Scanner._reach`` exact on ASCII text: a keyword that can match there has
+    a bounded length under ``_KEYWORD_REACH``. Every pattern starts with a literal letter; one
+    that starts outside ASCII never matches ASCII text (the Cyrillic ones, of unbounded length)."""
+    import re._parser as sre_parse  # the regular expression parser's width of a pattern
+
+    widths = [
+        sre_parse.parse(pattern).getwidth()[1]
+        for pattern in extraction._LATIN_KEYWORDS
+        if pattern[0].isascii()
+    ]
+    assert len(widths) > 30 and 10 <= max(widths) < extraction._KEYWORD_REACH
+    assert all(not p[0].isascii() for p in extraction._LATIN_KEYWORDS if "*" in p or "+" in p)
 
 
 def _kept_near_codes(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

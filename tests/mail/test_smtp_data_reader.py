@@ -78,3 +78,32 @@ def test_nothing_is_kept_past_the_limits() -> None:
     long_line = b"w" * (65_536 + 10 * DATA_BLOCK)
     reader, rest = _read(long_line + b"\r\n.\r\n", list(range(0, len(long_line), DATA_BLOCK)))
     assert rest == b"" and reader.too_long and reader.parts == []
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    stream=st.lists(
+        st.sampled_from([b".", b"\r", b"\n", b"a", b"bb", b"\r\n", b"\r\n."]), max_size=40
+    ).map(b"".join),
+    cuts=st.lists(st.integers(0, 60), max_size=8),
+    line_limit=st.integers(1, 12),
+    size_limit=st.one_of(st.none(), st.integers(1, 30)),
+)
+def test_the_limits_hold_in_any_blocks(
+    stream: bytes, cuts: list[int], line_limit: int, size_limit: int | None
+) -> None:
+    """Too long: a line of the content, its CRLF included, over ``line_limit``; too much: the
+    content over ``size_limit``. Either way nothing is kept, and the end is still found."""
+    stream += b"\r\n.\r\nNEXT"
+    expected, after = _reference(stream)  # type: ignore[misc]
+    reader, pos, rest = DataReader(size_limit, line_limit), 0, None
+    for cut in [*sorted(cuts), len(stream)]:
+        if rest is None:
+            rest = reader.feed(stream[pos:cut])
+            pos = max(pos, cut)
+    assert rest is not None and rest + stream[pos:] == after
+    lines = expected.split(b"\r\n")[:-1]
+    assert reader.too_long == any(len(line) + 2 > line_limit for line in lines)
+    assert reader.too_much == (size_limit is not None and len(expected) > size_limit)
+    kept = not (reader.too_long or reader.too_much)
+    assert reader.content == (expected if kept else b"")
