@@ -283,6 +283,21 @@ class DataReader:
             parts = content.split(b"\r\n")
             longest = max([self.line_size + len(parts[0]), *(len(p) for p in parts[1:-1])]) + 2
             self.too_long = self.too_long or longest > self.line_limit
+        self._keep(content)
+        self.mid_line = False
+        self.line_size = 0
+
+    def _take(self, piece: bytes) -> None:
+        """The start of a line too long to wait for its end (see :meth:`feed`)."""
+        if not self.mid_line and piece.startswith(b"."):
+            piece = piece[1:]
+        self.line_size += len(piece)
+        if self.line_size > self.line_limit:
+            self.too_long = True
+        self._keep(piece)
+
+    def _keep(self, content: bytes) -> None:
+        """Keeps ``content`` unless the message is over a limit (then nothing is kept)."""
         self.size += len(content)
         if self.size_limit and self.size > self.size_limit:
             self.too_much = True
@@ -290,22 +305,6 @@ class DataReader:
             self.parts.clear()
         else:
             self.parts.append(content)
-        self.mid_line = False
-        self.line_size = 0
-
-    def _take(self, piece: bytes) -> None:
-        if not self.mid_line and piece.startswith(b"."):
-            piece = piece[1:]
-        self.size += len(piece)
-        self.line_size += len(piece)
-        if self.line_size > self.line_limit:
-            self.too_long = True
-        if self.size_limit and self.size > self.size_limit:
-            self.too_much = True
-        if self.too_long or self.too_much:
-            self.parts.clear()
-        else:
-            self.parts.append(piece)
 
     @property
     def content(self) -> bytes:

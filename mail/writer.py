@@ -9,13 +9,13 @@ answers every session of the batch when it returns. Two writers do that:
   process the sessions' event loop and the writing thread took turns at the GIL: every socket
   call of either side handed it over (~64 futex calls a message), and a batch waited for the
   loop at each of its dozen database round trips. Measured with the ingest benchmark, simple
-  4 KB, alternating runs: 419, 426, 392/s against 324, 331, 280/s with the thread, the smtpd's
-  own CPU 0.95 ms a message against 2.6-3.0 (README, Benchmarks).
+  4 KB, the two trees alternated: 385, 386, 391/s against 312, 314, 313/s with the thread; the
+  smtpd's own CPU ~1.0 ms a message against ~2.7 (README, Benchmarks).
 - :class:`ThreadWriter` (``SMTP_WRITER=thread``; embedded mode, and the tests' in-process
   server, whose database is the test process's): a worker thread of the smtpd's process.
 
-The child is the row's guardian, not a second source of truth: it stores and commits exactly as
-the thread did, and the smtpd answers ``250`` only after the child's commit returned. If the
+The child stores and commits exactly as the thread did, and the smtpd answers ``250`` only
+after the child's commit returned. If the
 child dies (killed, out of memory), the batch it held is answered ``451`` (the senders retry; a
 batch the child committed just before dying may then arrive twice, as with any SMTP receiver
 that dies between its commit and its reply) and a new child is started for the next batch. The

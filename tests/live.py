@@ -50,6 +50,26 @@ def embedded() -> bool:
     )
 
 
+def descendants(pid: int) -> list[int]:
+    """The pids of ``pid``'s children and their children (a Celery worker's pool, an smtpd's writer process)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(
+                int(entry.name)
+            )
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -41,12 +41,11 @@ from tests.benchmarks.stack import (
     RESULTS,
     child_env,
     cpu_seconds,
-    descendants,
     machine_busy_pct,
     postgres_cpu_seconds,
     rss_kb,
 )
-from tests.live import ROOT, Process, free_port
+from tests.live import ROOT, Process, descendants, free_port
 
 CLIENTS = 10
 SENDER = "accounts@shop.example"

@@ -35,8 +35,8 @@ from typing import Any
 import httpx
 
 from tests.benchmarks import database, ingest
-from tests.benchmarks.stack import RESULTS, CpuWindow, child_env, descendants
-from tests.live import CELERY_WORKER, ROOT, Process, free_port, sse_events
+from tests.benchmarks.stack import RESULTS, CpuWindow, child_env
+from tests.live import CELERY_WORKER, ROOT, Process, descendants, free_port, sse_events
 from tests.webhooks.receiver import Receiver, _handler
 
 INBOXES = 50

@@ -130,26 +130,6 @@ class BenchStack:
         self.smtp.stop()
 
 
-def descendants(pid: int) -> list[int]:
-    """The pids of ``pid``'s children and their children (a Celery worker's pool, an smtpd's writer process)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            parents.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(
-                int(entry.name)
-            )
-    found, todo = [], [pid]
-    while todo:
-        children = parents.get(todo.pop(), [])
-        found += children
-        todo += children
-    return found
-
-
 def rss_kb(pid: int, field: str = "VmRSS") -> int:
     """A ``/proc/<pid>/status`` memory figure in kB (VmRSS, VmHWM …)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

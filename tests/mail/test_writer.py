@@ -22,7 +22,7 @@ from mail import pipeline
 from mail.models import Email
 from mail.smtp import GroupCommit
 from mail.writer import ProcessWriter, WriterLost, writer_for
-from tests.live import ROOT, Stack
+from tests.live import ROOT, Stack, descendants
 from tests.mail.messages import message
 
 pytestmark = pytest.mark.topology_production  # embedded mode writes in a thread (SMTP_WRITER)
@@ -135,24 +135,11 @@ def test_the_smtpd_stops_its_writer_after_answering(stack: Stack, workspace: Wor
     with smtplib.SMTP("127.0.0.1", stack.smtp_port, timeout=30) as smtp:
         smtp.sendmail("a@shop.example", [inbox.address], message(to=inbox.address, subject="s"))
     assert stack.smtp.proc is not None
-    children = _children(stack.smtp.proc.pid)
+    children = descendants(stack.smtp.proc.pid)
     assert children, "the smtpd runs its writer in a process of its own"
     stack.smtp.stop()
     assert all(_gone(pid) for pid in children)
     assert list(Email.objects.filter(inbox=inbox).values_list("subject", flat=True)) == ["s"]
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def test_writer_for_knows_two_kinds() -> None:
