@@ -17,6 +17,7 @@ the email with every label; ``email.labeled`` follows whenever labels were appli
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
@@ -233,6 +234,23 @@ class Incoming:
     # Recipients -> the ids of the inboxes admit_recipient() found at RCPT time in the same
     # transaction (plain ids: a batch may be written by another process, mail.writer).
     admitted: Mapping[str, str] | None = None
+    # The message parsed and extracted already (prepared()), else receive_many() does it.
+    prepared: _Prepared | None = None
+
+
+def prepared(incoming: Incoming) -> Incoming:
+    """``incoming`` with its parse and extraction done now (what does not depend on the inbox).
+
+    The smtpd does this at the end of DATA, in its own process, so that the writer process
+    (``mail.writer``) only stores: the two then work on different batches at once."""
+    if incoming.prepared is not None or len(incoming.raw) > settings.MAX_MESSAGE_BYTES:
+        return incoming
+    received_at = incoming.received_at or timezone.now()
+    return dataclasses.replace(
+        incoming,
+        received_at=received_at,
+        prepared=_prepare(incoming.raw, incoming.mail_from, received_at),
+    )
 
 
 def receive(
@@ -258,7 +276,9 @@ def receive_many(messages: Sequence[Incoming]) -> list[list[Delivery]]:
     once, whatever its number of recipients; each inbox gets one copy.
     """
     prepared = [
-        None
+        m.prepared
+        if m.prepared is not None
+        else None
         if len(m.raw) > settings.MAX_MESSAGE_BYTES
         else _prepare(m.raw, m.mail_from, m.received_at or timezone.now())
         for m in messages

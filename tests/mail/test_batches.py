@@ -273,3 +273,36 @@ def test_inboxes_locked_reads_whole_rows_with_their_workspace_and_locks_them(
                     )
             finally:
                 other.close()
+
+
+def test_a_message_prepared_before_its_batch_is_stored_as_one_prepared_in_it(
+    db: None, workspace: Workspace
+) -> None:
+    """``pipeline.prepared`` (what the smtpd does as DATA ends, with a writer process) gives the
+    very rows that parsing in the batch gives; a prepared message is not parsed again."""
+    from mail.parsing import parse_message
+
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="prepared")
+    raw = message(
+        to=inbox.address, subject="Your code is 482913", html="<p><a href='https://x.test/v'>v</a>"
+    )
+    now = timezone.now()
+    plain = pipeline.Incoming(raw, "a@shop.example", [inbox.address], received_at=now)
+    ready = pipeline.prepared(plain)
+    assert ready.prepared is not None and ready.received_at == now
+    assert pipeline.prepared(ready) is ready
+    first = pipeline.receive_many([plain])[0][0]
+    second = pipeline.receive_many([ready])[0][0]
+    skip = {"id", "created_at", "updated_at", "announced_at"}
+
+    def row(email_id: str | None) -> dict:
+        values = Email.objects.filter(pk=email_id).values().get()
+        return {k: v for k, v in values.items() if k not in skip}
+
+    assert row(first.email_id) == row(second.email_id)
+    assert row(second.email_id)["extracted"]["code"] == "482913"
+    untouched = parse_message(raw)  # and the batch used the prepared parse, not a new one
+    ready.prepared.parsed.subject = "changed after preparing"  # type: ignore[union-attr]
+    third = pipeline.receive_many([ready])[0][0]
+    assert Email.objects.get(pk=third.email_id).subject == "changed after preparing"
+    assert untouched.subject == "Your code is 482913"
