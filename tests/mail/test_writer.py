@@ -25,8 +25,6 @@ from mail.writer import ProcessWriter, WriterLost, writer_for
 from tests.live import ROOT, Stack, descendants
 from tests.mail.messages import message
 
-pytestmark = pytest.mark.topology_production  # embedded mode writes in a thread (SMTP_WRITER)
-
 
 def _incoming(to: str, subject: str) -> pipeline.Incoming:
     return pipeline.Incoming(message(to=to, subject=subject), "a@shop.example", [to])
@@ -129,6 +127,7 @@ def stack(transactional_db: None) -> Iterator[Stack]:
     running.stop()
 
 
+@pytest.mark.topology_production  # embedded mode's `serve` writes in a thread (SMTP_WRITER)
 def test_the_smtpd_stops_its_writer_after_answering(stack: Stack, workspace: Workspace) -> None:
     """SIGTERM to the smtpd (a deploy): mail is answered, then the writer process ends too."""
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="stopping")
