@@ -239,10 +239,12 @@ class Incoming:
 
 
 def prepared(incoming: Incoming) -> Incoming:
-    """``incoming`` with its parse and extraction done now (what does not depend on the inbox).
+    """``incoming`` with its parse and extraction done now (what does not depend on the inbox);
+    as it is if that is done already, or if it is over ``MAX_MESSAGE_BYTES`` (refused unread).
 
-    The smtpd does this at the end of DATA, in its own process, so that the writer process
-    (``mail.writer``) only stores: the two then work on different batches at once."""
+    ``receive_many`` prepares what is not prepared yet; the smtpd prepares at the end of DATA,
+    in its own process, so that the writer process (``mail.writer``) only stores and the two
+    work on different batches at once."""
     if incoming.prepared is not None or len(incoming.raw) > settings.MAX_MESSAGE_BYTES:
         return incoming
     received_at = incoming.received_at or timezone.now()
@@ -275,16 +277,9 @@ def receive_many(messages: Sequence[Incoming]) -> list[list[Delivery]]:
     exception propagates; the caller retries the messages one by one). Each message is parsed
     once, whatever its number of recipients; each inbox gets one copy.
     """
-    prepared = [
-        m.prepared
-        if m.prepared is not None
-        else None
-        if len(m.raw) > settings.MAX_MESSAGE_BYTES
-        else _prepare(m.raw, m.mail_from, m.received_at or timezone.now())
-        for m in messages
-    ]
+    ready = [prepared(m).prepared for m in messages]  # None: over MAX_MESSAGE_BYTES
     with transaction.atomic():
-        batch = _Batch(messages, prepared)
+        batch = _Batch(messages, ready)
         return batch.store()
 
 

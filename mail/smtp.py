@@ -37,15 +37,17 @@ from django.conf import settings
 from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
-from mail.writer import BatchWriter, ProcessWriter, ThreadWriter, WriterLost
+from mail.writer import BatchWriter, ThreadWriter, WriterLost
 
 logger = logging.getLogger(__name__)
 
 MAX_RECIPIENTS = 100
-# Messages up to this size are parsed and extracted by the smtpd as their DATA ends, so that the
-# writer process only stores (realistic 64 KB mail: +20 % in alternating runs; the 4 KB kinds
-# within the noise, +1 to +6 %). Larger ones are parsed by the writer: the event loop that every
-# session shares would stall for as long (~80 ms for the worst hostile message cut to 128 KB).
+# With a writer process (mail.writer), messages up to this size are parsed and extracted by the
+# smtpd as their DATA ends, so that the writer only stores and the two work on two batches at
+# once (realistic 64 KB mail: +20 % in alternating runs; the 4 KB kinds +1 to +6 %). Larger ones
+# are parsed by the writer: the event loop that every session shares would stall for as long
+# (~80 ms for the worst hostile message cut to 128 KB). A writer thread parses everything: it
+# shares the event loop's interpreter (and GIL) anyway.
 PREPARE_IN_SESSION_BYTES = 128 * 1024
 
 
@@ -162,10 +164,7 @@ class Handler:
 
     def __init__(self, writer: BatchWriter) -> None:
         self.group_commit = GroupCommit(writer)
-        # With a writer process, messages are parsed and extracted here as their DATA ends
-        # (pipeline.prepared), while the writer stores the batch before: the two processes
-        # work on two batches at once. With a writer thread they would share the GIL.
-        self.prepare_here = isinstance(writer, ProcessWriter)
+        self.prepare_here = writer.prepare_before  # see PREPARE_IN_SESSION_BYTES
         self.admitted = AdmittedInboxes()
         self.connections: Counter[str] = Counter()  # open sessions per client IP address
         self.protocol_state: dict[str, Any] | None = None  # see PigeonholeSMTP._from_template

@@ -4,8 +4,10 @@ The group commit (``mail.smtp.GroupCommit``) hands each batch to ``pipeline.rece
 answers every session of the batch when it returns. Two writers do that:
 
 - :class:`ProcessWriter` (``SMTP_WRITER=process``, the smtpd's default on PostgreSQL): one child
-  process, spawned when the smtpd starts, with Django set up, runs every batch (parse, extract,
-  rules, store, commit, wake-ups). The smtpd's own process keeps only the SMTP sessions. In one
+  process, spawned when the smtpd starts, with Django set up, runs every batch (rules, store,
+  commit, wake-ups; parse and extract too for a message the smtpd did not prepare). The smtpd's
+  own process keeps the SMTP sessions and prepares each message of up to 128 KB as its DATA
+  ends (``mail.smtp.PREPARE_IN_SESSION_BYTES``), so the two work on two batches at once. In one
   process the sessions' event loop and the writing thread took turns at the GIL: every socket
   call of either side handed it over (~64 futex calls a message), and a batch waited for the
   loop at each of its dozen database round trips. Measured with the ingest benchmark, simple
@@ -57,6 +59,10 @@ class WriterLost(Exception):
 
 
 class BatchWriter(Protocol):
+    # Whether the smtpd should parse and extract a message before handing it over: only when
+    # the writer runs beside the event loop rather than sharing its interpreter (and GIL).
+    prepare_before: bool
+
     async def start(self) -> None: ...
 
     async def store(self, messages: Sequence[Incoming]) -> list[list[Delivery]]: ...
@@ -77,6 +83,8 @@ def _write(messages: Sequence[Incoming]) -> list[list[Delivery]]:
 
 class ThreadWriter:
     """Batches written by a worker thread of the smtpd's own process."""
+
+    prepare_before = False
 
     async def start(self) -> None:
         return None
@@ -128,6 +136,8 @@ def _child_started(parent: int) -> None:
 
 class ProcessWriter:
     """Batches written by one child process of the smtpd (see the module docstring)."""
+
+    prepare_before = True
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None

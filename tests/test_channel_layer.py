@@ -21,13 +21,13 @@ def _layer(prefix: str) -> PubSubLayer:
 
 
 async def _heard(
-    listener: PubSubLayer, group: str, publish: Any, count: int
+    listener: PubSubLayer, group: str, publish: Any, count: int, within: float = 5.0
 ) -> list[dict[str, Any]]:
     channel = await listener.new_channel()
     await listener.group_add(group, channel)
     try:
         await asyncio.to_thread(publish)  # from a thread, as the receive path's writer does
-        return [await asyncio.wait_for(listener.receive(channel), 5) for _ in range(count)]
+        return [await asyncio.wait_for(listener.receive(channel), within) for _ in range(count)]
     finally:
         await listener.group_discard(group, channel)
         await listener.flush()
@@ -57,4 +57,6 @@ def test_another_prefix_does_not_hear_it() -> None:
     group = "inbox.inb_prefix"
     listener, sender = _layer(f"test-{uuid.uuid4().hex[:8]}"), _layer("elsewhere")
     with pytest.raises(TimeoutError):
-        asyncio.run(_heard(listener, group, lambda: sender.group_send_many([(group, {"n": 1})]), 1))
+        asyncio.run(
+            _heard(listener, group, lambda: sender.group_send_many([(group, {"n": 1})]), 1, 1.0)
+        )

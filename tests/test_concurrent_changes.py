@@ -1,18 +1,21 @@
 """A PATCH whose object another request deletes between the PATCH's lookup and its save answers
-404 ``not_found``, not 500 (config.changes). (API keys are never deleted, only revoked: a
-revoked key's row stays, so its PATCH cannot meet a missing row.) The schema fuzzer found it with two workers: a
-DELETE of a webhook endpoint landed while a PATCH of it was validating its body.
+404 ``not_found``, not 500 (config.changes). The schema fuzzer found it with two workers: a
+DELETE of a webhook endpoint landed while a PATCH of it was validating its body. (API keys are
+never deleted, only revoked: a revoked key's row stays, so its PATCH cannot meet a missing row.)
 
-Each case takes the interleaving apart: the object is read the way the API reads it, the row
-is deleted by a second request, and the update service is then called with the stale object.
+Each case takes the interleaving apart: the object is created and read the way the API reads
+it, the row is deleted by a second request, and the update service is then called with the
+stale object.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from django.db import models
 
 from apikeys.models import Workspace
 from config.api.errors import ApiError
@@ -30,71 +33,85 @@ from webhooks.models import Endpoint
 pytestmark = pytest.mark.django_db
 
 
-def _inbox(api: Api, workspace: Workspace) -> tuple[Any, str, Callable[[Any], Any]]:
-    created = api.call("POST", "inboxes", {"local_part": "racing"}).json()
-    stale = inbox_selectors.inbox_get(workspace, created["id"])
-    return (
-        stale,
-        f"inboxes/{created['id']}",
-        lambda inbox: inbox_services.inbox_update(inbox=inbox, name="renamed"),
-    )
+@dataclass(frozen=True)
+class Case:
+    collection: str  # the API path that creates one
+    body: dict[str, Any]
+    ref: str  # the field of the created object its path and selector take
+    get: Callable[[Workspace, str], models.Model]  # the API's tenant lookup
+    update: Callable[[Any], Any]  # the PATCH's service call on the object
+    changed: Callable[[Any], bool]  # the stored row shows the update
+    model: type[models.Model]
+    not_found: str
 
-
-def _label(api: Api, workspace: Workspace) -> tuple[Any, str, Callable[[Any], Any]]:
-    assert api.call("POST", "labels", {"key": "racing", "name": "Racing"}).status_code == 200
-    stale = label_selectors.label_get(workspace, "racing")
-    return (
-        stale,
-        "labels/racing",
-        lambda label: label_services.label_update(label=label, name="Renamed"),
-    )
-
-
-def _webhook(api: Api, workspace: Workspace) -> tuple[Any, str, Callable[[Any], Any]]:
-    created = api.call("POST", "webhooks", {"url": "https://hooks.example.com/in"}).json()
-    stale = webhook_selectors.endpoint_get(workspace, created["id"])
-    return (
-        stale,
-        f"webhooks/{created['id']}",
-        lambda endpoint: webhook_services.endpoint_update(endpoint=endpoint, enabled=False),
-    )
+    def stale(self, api: Api, workspace: Workspace) -> tuple[models.Model, str]:
+        """The object as a PATCH has read it, and its API path."""
+        created = api.call("POST", self.collection, self.body)
+        assert created.status_code == 200, created.content
+        ref = created.json()[self.ref]
+        return self.get(workspace, ref), f"{self.collection}/{ref}"
 
 
 CASES = {
-    "inbox": (_inbox, Inbox, "No such inbox."),
-    "label": (_label, Label, "No such label."),
-    "webhook": (_webhook, Endpoint, "No such webhook endpoint."),
+    "inbox": Case(
+        "inboxes",
+        {"local_part": "racing"},
+        "id",
+        inbox_selectors.inbox_get,
+        lambda inbox: inbox_services.inbox_update(inbox=inbox, name="renamed"),
+        lambda row: row.name == "renamed",
+        Inbox,
+        "No such inbox.",
+    ),
+    "label": Case(
+        "labels",
+        {"key": "racing", "name": "Racing"},
+        "key",
+        label_selectors.label_get,
+        lambda label: label_services.label_update(label=label, name="Renamed"),
+        lambda row: row.name == "Renamed",
+        Label,
+        "No such label.",
+    ),
+    "webhook": Case(
+        "webhooks",
+        {"url": "https://hooks.example.com/in"},
+        "id",
+        webhook_selectors.endpoint_get,
+        lambda endpoint: webhook_services.endpoint_update(endpoint=endpoint, enabled=False),
+        lambda row: row.enabled is False,
+        Endpoint,
+        "No such webhook endpoint.",
+    ),
 }
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_update_of_a_row_deleted_meanwhile_is_not_found(
-    case: str, api: Api, workspace: Workspace, settings: Any
-) -> None:
+@pytest.fixture(autouse=True)
+def _public_targets_only(settings: Any) -> None:
     settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = False
-    make, model, message = CASES[case]
-    stale, path, update = make(api, workspace)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_update_of_a_row_deleted_meanwhile_is_not_found(
+    name: str, api: Api, workspace: Workspace
+) -> None:
+    case = CASES[name]
+    stale, path = case.stale(api, workspace)
     deleted = api.call("DELETE", path)
     assert deleted.status_code == 200, deleted.content
     with pytest.raises(ApiError) as raised:
-        update(stale)
+        case.update(stale)
     assert (raised.value.code, raised.value.status, raised.value.message) == (
         "not_found",
         404,
-        message,
+        case.not_found,
     )
-    assert not model.objects.filter(pk=stale.pk).exists()  # not written back by the update
+    assert not case.model._default_manager.filter(pk=stale.pk).exists()  # not written back
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_update_of_a_row_still_there_is_saved(case: str, api: Api, workspace: Workspace) -> None:
-    make, model, _ = CASES[case]
-    stale, _, update = make(api, workspace)
-    update(stale)
-    row = model.objects.get(pk=stale.pk)
-    changed = {
-        "inbox": lambda r: r.name == "renamed",
-        "label": lambda r: r.name == "Renamed",
-        "webhook": lambda r: r.enabled is False,
-    }
-    assert changed[case](row)
+@pytest.mark.parametrize("name", CASES)
+def test_update_of_a_row_still_there_is_saved(name: str, api: Api, workspace: Workspace) -> None:
+    case = CASES[name]
+    stale, _ = case.stale(api, workspace)
+    case.update(stale)
+    assert case.changed(case.model._default_manager.get(pk=stale.pk))
