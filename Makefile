@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 
-.PHONY: install run test test-postgres test-embedded lint bench chaos fuzz clean browser
+.PHONY: install run test test-fast test-postgres test-embedded lint bench chaos fuzz clean browser
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -49,6 +49,17 @@ test: install browser
 		DB_POOL_MAX=0 $(BIN)/python manage.py makemigrations --check --dry-run -v1
 	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-postgres test-embedded \
 		EMBEDDED_PYTEST_ARGS="-m 'not browser'"
+
+# The fast tier, run after every edit: every test that needs no live process, no second thread's
+# view of committed data and no browser (the `live` marker, set by tests/conftest.py), against
+# PostgreSQL and Redis, with the generated hostile-mail matrix at 1,000 messages (make test runs
+# 10,000).
+test-fast: install
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.preflight
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		CONN_MAX_AGE=0 HOSTILE_MAIL_MESSAGES=1000 $(BIN)/python -m pytest -q -p no:cacheprovider \
+		-m 'not live'
 
 # The whole suite against PostgreSQL and Redis (the first pass of make test).
 test-postgres: install

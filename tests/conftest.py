@@ -180,6 +180,19 @@ def figure() -> Callable[[str], None]:
 _NOT_EMBEDDED: list[str] = []
 
 
+# What makes a test "live" (left out of make test-fast): committed data for another process or
+# thread to read (transactional_db), a browser, or a module that starts processes of its own.
+_LIVE_FIXTURES = frozenset({"transactional_db", "_playwright", "smtp_server", "process_writer"})
+_LIVE_MODULE_NAMES = frozenset({"subprocess", "Stack", "Process", "SmtpServer", "live"})
+
+
+def _is_live(item: pytest.Item) -> bool:
+    if _LIVE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    module = getattr(item, "module", None)
+    return bool(module and _LIVE_MODULE_NAMES & set(vars(module)))
+
+
 def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
     """In the embedded configuration (SQLite, no Redis) the tests marked ``topology_production``
     are deselected: their subject (Celery workers, a Redis broker, several web processes) does
@@ -189,6 +202,8 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
     for item in items:  # the browser tests, by the fixture they all use
         if "_playwright" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+        if _is_live(item):
+            item.add_marker(pytest.mark.live)
     if not embedded():
         return
     keep, drop = [], []
