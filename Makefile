@@ -69,7 +69,7 @@ test-postgres: install
 # The suite again in embedded mode (what make run uses): SQLite under var/embedded-test, no Redis,
 # the in-memory channel layer, jobs in-process. The tests marked topology_production (Celery
 # workers, the Redis broker, several web processes) are left out, and the two sized matrices run
-# smaller (their full size runs against PostgreSQL just before): README, Tests.
+# smaller (their full size runs against PostgreSQL just before): docs/testing.md.
 # make test runs it without the browser tests (they pass here too, but cost four minutes):
 # make test-embedded runs everything.
 EMBEDDED_TEST_DIR := $(CURDIR)/var/embedded-test

@@ -3,7 +3,7 @@
 With no environment at all the project runs in *embedded mode*: SQLite under ``var/``, an
 in-memory channel layer, a local-memory cache and in-process jobs. ``DATABASE_URL`` and
 ``REDIS_URL`` switch to PostgreSQL and Redis (channel layer, Celery broker, cache, rate limits).
-Every variable is documented in the README's Configuration section.
+Every variable is documented in docs/configuration.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 with the access log never showing a key.
 
 Browsers' ``EventSource`` cannot send headers, so the stream accepts the API key as
-``?access_token=`` (README, API notes). daphne's access log writes every request's full URI, and
+``?access_token=`` (docs/api.md). daphne's access log writes every request's full URI, and
 a stream that ends at once (a wrong inbox id, a revoked key) or any stream that finishes would put
 the plain key into the process's output. The access log is kept; the value of every
 ``access_token`` parameter in it is replaced by ``[redacted]``.

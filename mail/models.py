@@ -4,8 +4,9 @@ Raw messages and attachment bytes live in the database (``RawMessage``, ``Attach
 in the same transaction as the email row: one commit makes a message durable, one cascade removes
 everything. An attachment whose encoded bytes lie in the raw message as they are keeps only their
 span (``raw_start``, ``raw_end``, ``transfer_encoding``) and is decoded from the raw message when
-read, so its bytes are not stored twice. The README's Storage section gives the reasons and the
-measurements; the large columns are compressed with LZ4 (``config.postgresql.compression``).
+read, so its bytes are not stored twice. docs/architecture.md (Storage) gives the reasons and
+the benchmarks that measure them; the large columns are compressed with LZ4
+(``config.postgresql.compression``).
 """
 
 from __future__ import annotations

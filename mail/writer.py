@@ -12,7 +12,7 @@ answers every session of the batch when it returns. Two writers do that:
   call of either side handed it over (~64 futex calls a message), and a batch waited for the
   loop at each of its dozen database round trips. Measured with the ingest benchmark, simple
   4 KB, the two trees alternated: 385, 386, 391/s against 312, 314, 313/s with the thread; the
-  smtpd's own CPU ~1.0 ms a message against ~2.7 (README, Benchmarks).
+  smtpd's own CPU ~1.0 ms a message against ~2.7 (docs/benchmark-methods.md).
 - :class:`ThreadWriter` (``SMTP_WRITER=thread``; embedded mode, and the tests' in-process
   server, whose database is the test process's): a worker thread of the smtpd's process.
 

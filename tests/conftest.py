@@ -175,7 +175,7 @@ def figure() -> Callable[[str], None]:
     return _FIGURES.append
 
 
-# --- the two configurations (README, Tests) ------------------------------------------------------
+# --- the two configurations (docs/testing.md) ----------------------------------------------------
 
 _NOT_EMBEDDED: list[str] = []
 
@@ -219,7 +219,7 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     if _NOT_EMBEDDED:
         terminalreporter.section("embedded configuration")
         terminalreporter.write_line(
-            f"{len(_NOT_EMBEDDED)} tests of the production topology deselected (README, Tests):"
+            f"{len(_NOT_EMBEDDED)} tests of the production topology deselected (docs/testing.md):"
         )
         for nodeid in _NOT_EMBEDDED:
             terminalreporter.write_line(f"  {nodeid}")

@@ -1,7 +1,7 @@
 """Real processes for end-to-end tests, on 127.0.0.1, against the test database. Tests using them
 need ``transactional_db`` (committed data).
 
-The suite runs in two configurations (see the README's Tests section). With PostgreSQL and Redis
+The suite runs in two configurations (see docs/testing.md). With PostgreSQL and Redis
 (production), :class:`Stack` is ``manage.py smtpd`` and daphne as separate processes; in embedded
 mode (a SQLite ``DATABASE_URL`` and no ``REDIS_URL``) it is the one ``manage.py serve`` process that
 ``make run`` starts, serving HTTP, SMTP and the periodic jobs, and ``stack.web`` and ``stack.smtp``

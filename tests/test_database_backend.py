@@ -1,5 +1,5 @@
 """The database backend: on PostgreSQL, ``config.postgresql`` compiles bulk inserts as
-``VALUES`` rows, not Django 5.2's ``UNNEST`` of column arrays (README, Benchmarks: psycopg's
+``VALUES`` rows, not Django 5.2's ``UNNEST`` of column arrays (docs/architecture.md, The receive path; psycopg's
 client-side quoting of the arrays cost the receive path ~8 % of the smtpd's CPU)."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Run: ``python -m tests.benchmarks.compression`` (uses the local PostgreSQL; crea
 own database ``compression_measure``). It stores the benchmark's realistic 64 KB message (a 44 KB
 PDF attachment) 200 times, five to a transaction by ``COPY`` as the receive path does, alone and
 with a second copy of the attachment's bytes (what an attachment row held before it kept a span),
-and prints the wall time per message of three rounds for each method. The README's Storage
-section quotes its figures.
+and prints the wall time per message of three rounds for each method. docs/architecture.md
+(Storage) says what it decided.
 """
 
 from __future__ import annotations

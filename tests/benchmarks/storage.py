@@ -1,7 +1,7 @@
 """Raw-message storage: one commit with the bytes in PostgreSQL against a file write with fsync.
 
 Run: python tests/benchmarks/storage.py (uses the local PostgreSQL; creates and drops its own
-database ``storage_measure``). The README's Storage section quotes its figures."""
+database ``storage_measure``). docs/architecture.md (Storage) says what it decided."""
 
 import hashlib
 import os

@@ -1,7 +1,7 @@
 """The large size of the fault scenarios (``make chaos``): ``python -m tests.chaos``.
 
 Runs against a database of its own (``chaos_<name of DATABASE_URL's database>``: dropped,
-created, migrated; helpers sharing a server do not collide) and prints the figures the README
+created, migrated; helpers sharing a server do not collide) and prints the figures docs/faults.md
 reports. Built so far: scenario 1 (acknowledged mail survives smtpd crashes), scenario 2 (``250``
 only after commit), scenario 3 (webhooks at least once, never twice at once, under worker
 kills), scenario 4 (retry schedule fidelity), scenario 5 (approval is a hard gate under worker

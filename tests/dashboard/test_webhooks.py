@@ -81,7 +81,7 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
 
 
 def _readme_verify(raw_body: bytes, header: str, secret: str, tolerance: int = 300) -> bool:
-    """The receiver's check from the README, verbatim."""
+    """The receiver's check from docs/webhooks.md, verbatim."""
     parts = dict(item.split("=", 1) for item in header.split(","))
     t, v1 = parts["t"], parts["v1"]
     expected = hmac.new(secret.encode(), f"{t}.".encode() + raw_body, hashlib.sha256).hexdigest()

@@ -50,7 +50,7 @@ from tests.security.tenancy_world import (
 
 SCOPES = ("read", "write", "send", "admin")
 ROLES = ("owner", "admin", "member")
-# Dashboard sessions by role (README, Dashboard): owners and admins have every scope, members
+# Dashboard sessions by role (docs/dashboard.md): owners and admins have every scope, members
 # read, write and send.
 ROLE_SCOPES = {"owner": "admin", "admin": "admin", "member": "write+send"}
 

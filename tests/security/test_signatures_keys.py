@@ -4,9 +4,9 @@ the API key checksum against random strings, and revocation under 50 concurrent 
 - **Signatures.** 10,000 deliveries (varied events and payloads with every kind of Unicode, 20
   endpoints' secrets) are signed by the product's one signing path,
   :func:`webhooks.services.signed_request` — what every attempt sends — and all verify with
-  Stripe's ``WebhookSignature.verify_header`` (the README says receivers may use it); 10,000
+  Stripe's ``WebhookSignature.verify_header`` (docs/webhooks.md says receivers may use it); 10,000
   tampered ones (body bytes, timestamp, signature hex, secret, and genuine signatures older than
-  300 s) verify 0 times, with Stripe and with the README's own verifier. A share of deliveries
+  300 s) verify 0 times, with Stripe and with the verifier of docs/webhooks.md. A share of deliveries
   goes the whole way (event → fan-out → attempt → HTTP → a receiver on 127.0.0.1) and the bytes
   on the wire are exactly what :func:`signed_request` gives.
 - **Key checksum.** 1,000,000 random strings of the key's shape (``pgh_`` + 40 base62) pass the
@@ -58,7 +58,7 @@ LARGE = os.environ.get("SIGNATURES_KEYS_SIZE", "small") == "large"
 SIGNATURES = 100_000 if LARGE else 10_000
 RANDOM_KEYS = 10_000_000 if LARGE else 1_000_000
 OVER_HTTP = (50, 40) if LARGE else (25, 4)  # (inboxes created, endpoints) → deliveries over HTTP
-TOLERANCE = 300  # seconds, as the README tells receivers
+TOLERANCE = 300  # seconds, as docs/webhooks.md tells receivers
 SEED = int(os.environ.get("SECURITY_SEED", str(random.SystemRandom().randrange(2**32))))
 
 BASE62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
@@ -74,12 +74,12 @@ def _stripe_verifies(
     return True
 
 
-def _readme_verifier() -> Callable[[bytes, str, str], bool]:
-    """The Python ``verify`` the README gives receivers, run as written."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Receiving webhooks") :]
+def _docs_verifier() -> Callable[[bytes, str, str], bool]:
+    """The Python ``verify`` docs/webhooks.md gives receivers, run as written."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "webhooks.md").read_text()
+    section = page[page.index("## Verifying the signature") :]
     code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None, "the README's verifier is gone"
+    assert code is not None, "the verifier of docs/webhooks.md is gone"
     namespace: dict = {}
     exec(code.group(1), namespace)
     verify = namespace["verify"]
@@ -225,7 +225,7 @@ def _tamper(signed: Signed, how: str, rng: random.Random, secrets_: list[str]) -
 def test_signatures_verify_independently_and_tampered_ones_do_not(
     endpoints: list[tuple[Endpoint, str]],
 ) -> None:
-    readme_verifies = _readme_verifier()
+    docs_verifies = _docs_verifier()
     rng = random.Random(SEED)
     secrets_ = [secret for _, secret in endpoints]
     now = timezone.now()
@@ -240,7 +240,7 @@ def test_signatures_verify_independently_and_tampered_ones_do_not(
 
     assert len({s.body for s in genuine}) == SIGNATURES, "deliveries are not all different"
     verified = sum(_stripe_verifies(s.body, s.header, s.secret) for s in genuine)
-    readme_verified = sum(readme_verifies(s.body, s.header, s.secret) for s in genuine)
+    docs_verified = sum(docs_verifies(s.body, s.header, s.secret) for s in genuine)
 
     tampered: list[tuple[str, Signed]] = []
     kinds = ["body", "timestamp", "signature", "secret"]
@@ -251,17 +251,17 @@ def test_signatures_verify_independently_and_tampered_ones_do_not(
     tampered += [("older than 300 s", signed) for signed in old]
     assert len(tampered) == SIGNATURES
     forged = [how for how, s in tampered if _stripe_verifies(s.body, s.header, s.secret)]
-    readme_forged = [how for how, s in tampered if readme_verifies(s.body, s.header, s.secret)]
+    docs_forged = [how for how, s in tampered if docs_verifies(s.body, s.header, s.secret)]
     # the old ones fail on their age alone: without the tolerance their signature is good
     old_but_genuine = sum(_stripe_verifies(s.body, s.header, s.secret, None) for s in old)
 
     print(
         f"\nsignatures (seed {SEED}): {verified:,} of {SIGNATURES:,} verify with Stripe "
-        f"({readme_verified:,} with the README's verifier); tampered: {len(forged)} of "
-        f"{len(tampered):,} verify ({len(readme_forged)} with the README's)"
+        f"({docs_verified:,} with docs/webhooks.md's verifier); tampered: {len(forged)} of "
+        f"{len(tampered):,} verify ({len(docs_forged)} with docs/webhooks.md's)"
     )
-    assert verified == SIGNATURES and readme_verified == SIGNATURES
-    assert forged == [] and readme_forged == [], (SEED, forged[:10], readme_forged[:10])
+    assert verified == SIGNATURES and docs_verified == SIGNATURES
+    assert forged == [] and docs_forged == [], (SEED, forged[:10], docs_forged[:10])
     assert old_but_genuine == len(old)
 
 

@@ -1,0 +1,145 @@
+"""The documentation's links: every relative link in README.md and docs/*.md names a file that
+exists and, with an ``#anchor``, a heading of that file (GitHub's slugs); the README links to
+every page of docs/; and the generated benchmark page says what it is. No database, no process."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks import summary
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+FENCE = re.compile(r"^(```|~~~)")
+INLINE_CODE = re.compile(r"`+[^`]*`+")
+LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)  # http:, https:, mailto: …
+
+
+def _prose(text: str) -> list[str]:
+    """The lines outside fenced code blocks."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line.strip()):
+            fenced = not fenced
+            continue
+        if not fenced:
+            lines.append(line)
+    return lines
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, markup and punctuation dropped, spaces to -."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text stays
+    text = re.sub(r"<[^>]+>", "", text).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    out = set()
+    for line in _prose(path.read_text()):
+        match = HEADING.match(line)
+        if not match:
+            continue
+        base = slug(match.group(2))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out.add(base if count == 0 else f"{base}-{count}")
+    return out
+
+
+def links(path: Path) -> list[str]:
+    found = []
+    for line in _prose(path.read_text()):
+        found += LINK.findall(INLINE_CODE.sub("", line))
+    return found
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [
+        (str(page.relative_to(ROOT)), target)
+        for page in PAGES
+        for target in links(page)
+        if not EXTERNAL.match(target)
+    ]
+
+
+def test_there_are_pages_and_links() -> None:
+    assert (DOCS / "README.md").exists()
+    assert len(_cases()) > 50
+
+
+@pytest.mark.parametrize(("page", "target"), _cases())
+def test_relative_link_resolves(page: str, target: str) -> None:
+    source = ROOT / page
+    path, _, anchor = target.partition("#")
+    resolved = (source.parent / path).resolve() if path else source
+    assert resolved.is_relative_to(ROOT), f"{page}: {target} leaves the repository"
+    assert resolved.exists(), f"{page}: {target}: no file {resolved.relative_to(ROOT)}"
+    if anchor:
+        assert resolved.suffix == ".md", f"{page}: {target}: an anchor into a file not markdown"
+        assert anchor in anchors(resolved), (
+            f"{page}: {target}: no heading with the anchor #{anchor} in "
+            f"{resolved.relative_to(ROOT)} (its anchors: {sorted(anchors(resolved))})"
+        )
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    linked = {
+        (ROOT / target.partition("#")[0]).resolve()
+        for target in links(ROOT / "README.md")
+        if not EXTERNAL.match(target) and target.partition("#")[0]
+    }
+    missing = [p.name for p in sorted(DOCS.glob("*.md")) if p.resolve() not in linked]
+    assert missing == [], f"README.md does not link to docs/{', docs/'.join(missing)}"
+
+
+def test_the_docs_index_links_every_page() -> None:
+    index = DOCS / "README.md"
+    linked = {(DOCS / t.partition("#")[0]).resolve() for t in links(index) if t.partition("#")[0]}
+    missing = [
+        p.name for p in sorted(DOCS.glob("*.md")) if p != index and p.resolve() not in linked
+    ]
+    assert missing == [], f"docs/README.md does not link to {missing}"
+
+
+def test_the_readme_is_a_front_door() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 300
+    assert "make run" in text and "make test" in text
+
+
+@pytest.mark.parametrize(
+    ("heading", "expected"),
+    [
+        ("SSRF, signatures, keys and rate limits", "ssrf-signatures-keys-and-rate-limits"),
+        ("`250` only after commit", "250-only-after-commit"),
+        ("Trust: issue 23", "trust-issue-23"),
+        ("What we tried and why it did not help", "what-we-tried-and-why-it-did-not-help"),
+        ("A five-minute tour", "a-five-minute-tour"),
+    ],
+)
+def test_slugs_are_githubs(heading: str, expected: str) -> None:
+    assert slug(heading) == expected
+
+
+def test_the_benchmark_page_is_generated_with_commit_date_and_machine() -> None:
+    table = [summary.Line("SMTP ingest", "ours-1, simple 4 KB", "100/s", "—", None)]
+    text = summary.page(table)
+    assert text.startswith("<!-- Generated by `python -m tests.benchmarks.summary`")
+    assert "- commit: " in text and "- date: " in text and "- machine: " in text
+    assert "| SMTP ingest | ours-1, simple 4 KB | 100/s | — | — |" in text
+    assert "[Benchmark methods](benchmark-methods.md)" in text
+
+
+def test_a_benchmarks_own_report_goes_two_headings_down_without_its_json() -> None:
+    report = "# Real-time benchmark\n\n| a | b |\n\n## Details\n\n```json\n{}\n```\n"
+    assert summary._demoted(report) == ["### Real-time benchmark", "", "| a | b |"]
