@@ -20,48 +20,20 @@ from django.utils import timezone
 from apikeys import services as key_services
 from apikeys.models import Invitation, Membership, Role
 from tests.dashboard.conftest import (
-    DESKTOP,
     Team,
     add_person,
     allow_console_error,
     login,
     screenshot,
 )
+from tests.dashboard.test_cross_workspace_takeover import (
+    ATTACKER_PASSWORD,
+    context_on,
+    workspaces_shown,
+)
 from tests.live import Stack, free_port
 
-ATTACKER_PASSWORD = "chosen-by-acme-owner-1"
 KIMS_PASSWORD = "kims-own-password-1"
-
-
-def _context(browser: Any, base_url: str) -> Any:
-    context = browser.new_context(base_url=base_url, viewport=DESKTOP)
-    context.set_default_timeout(10_000)
-    return context
-
-
-def _add_with_password(page: Any, address: str, role: str, password: str) -> None:
-    """Submits the members page's add form for ``address`` with a password of the inviter's
-    choosing: typed into the form's password field where there is one (main at 532b332), sent as
-    a crafted field where there is none (what a hostile admin would do)."""
-    page.goto("/members/")
-    form = page.locator('form[action="/members/add/"]')
-    form.get_by_label("E-mail").fill(address)
-    form.get_by_label("Role", exact=True).select_option(role)
-    form.evaluate(
-        """(form, password) => {
-            let field = form.querySelector('[name=password]');
-            if (!field) {
-                field = document.createElement('input');
-                field.type = 'hidden';
-                field.name = 'password';
-                form.appendChild(field);
-            }
-            field.value = password;
-        }""",
-        password,
-    )
-    form.locator("button[type=submit]").click()
-    page.wait_for_load_state()
 
 
 def _invite(page: Any, address: str, role: str = Role.MEMBER) -> str:
@@ -74,53 +46,7 @@ def _invite(page: Any, address: str, role: str = Role.MEMBER) -> str:
     return page.locator("[data-link]").inner_text().strip()
 
 
-def _workspaces_shown(page: Any) -> list[str]:
-    """The workspaces the top bar offers the signed-in person."""
-    page.goto("/")
-    switcher = page.locator("#workspace-switch option")
-    if switcher.count():
-        return switcher.all_inner_texts()
-    single = page.locator(".workspace-name")
-    return [single.inner_text()] if single.count() else []
-
-
-def _sign_in_fails(page: Any, address: str, password: str) -> None:
-    page.goto("/login/")
-    page.get_by_label("E-mail").fill(address)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    assert "didn't match" in page.get_by_role("alert").inner_text()
-    assert page.locator("[data-user]").count() == 0
-
-
-# --- the attack of issue 23 -----------------------------------------------------------------------
-
-
-def test_one_workspaces_admin_cannot_get_into_another_workspace(
-    page: Any, browser: Any, stack: Stack, team: Team
-) -> None:
-    beta = key_services.workspace_get_or_create(name="Beta Labs")
-    add_person(beta, "owner@beta.test", Role.OWNER)
-    # Acme's owner adds alice@corp.test with a password of their own choosing.
-    login(page, "owner@acme.test")
-    _add_with_password(page, "alice@corp.test", Role.MEMBER, ATTACKER_PASSWORD)
-    # Later Beta's owner adds the same person to Beta.
-    beta_context = _context(browser, stack.base_url)
-    beta_page = beta_context.new_page()
-    login(beta_page, "owner@beta.test")
-    _add_with_password(beta_page, "alice@corp.test", Role.MEMBER, "")
-    beta_context.close()
-    # Acme's owner now tries to sign in as alice with the password they chose.
-    attacker = _context(browser, stack.base_url)
-    attacker_page = attacker.new_page()
-    _sign_in_fails(attacker_page, "alice@corp.test", ATTACKER_PASSWORD)
-    assert not Membership.objects.filter(user__username="alice@corp.test").exists()
-    # What both owners made are invitations, each waiting for alice herself.
-    assert sorted(
-        (i.workspace.name, i.state())
-        for i in Invitation.objects.filter(email="alice@corp.test").select_related("workspace")
-    ) == [("Acme", "pending"), ("Beta Labs", "pending")]
-    attacker.close()
+# --- the attack of issue 23 (see also test_cross_workspace_takeover.py) ---------------------------
 
 
 def test_the_inviter_never_chooses_the_password(page: Any, browser: Any, stack: Stack, team: Team):
@@ -130,20 +56,20 @@ def test_the_inviter_never_chooses_the_password(page: Any, browser: Any, stack: 
     add_person(beta, "owner@beta.test", Role.OWNER)
     login(page, "owner@acme.test")
     acme_link = _invite(page, "alice@corp.test")
-    beta_context = _context(browser, stack.base_url)
+    beta_context = context_on(browser, stack.base_url)
     beta_page = beta_context.new_page()
     login(beta_page, "owner@beta.test")
     _invite(beta_page, "alice@corp.test")
     beta_context.close()
     # Acme's owner opens Acme's link and squats alice's account with a password of their own.
-    squatter = _context(browser, stack.base_url)
+    squatter = context_on(browser, stack.base_url)
     squat = squatter.new_page()
     squat.goto(acme_link)
     squat.get_by_label("Choose a password").fill(ATTACKER_PASSWORD)
     squat.get_by_label("Type it again").fill(ATTACKER_PASSWORD)
     squat.get_by_role("button", name="Create my account and join").click()
     squat.locator("[data-user]").wait_for()
-    assert _workspaces_shown(squat) == ["Acme"]
+    assert workspaces_shown(squat) == ["Acme"]
     assert set(
         Membership.objects.filter(user__username="alice@corp.test").values_list(
             "workspace__name", flat=True
@@ -174,7 +100,7 @@ def test_a_new_person_chooses_their_own_password(
     assert token not in {stored.prefix, stored.digest} and stored.prefix == token[:12]
     assert not get_user_model().objects.filter(username="new.person@example.com").exists()
 
-    guest_context = _context(browser, stack.base_url)
+    guest_context = context_on(browser, stack.base_url)
     guest = guest_context.new_page()
     guest.goto(link)
     guest.get_by_role("heading", name="Join Acme").wait_for()
@@ -209,7 +135,7 @@ def test_someone_with_an_account_signs_in_and_accepts(
     login(page, "owner@acme.test")
     link = _invite(page, "kim@beta.test", Role.ADMIN)
 
-    kim_context = _context(browser, stack.base_url)
+    kim_context = context_on(browser, stack.base_url)
     kim_page = kim_context.new_page()
     kim_page.goto(link)
     assert "exists already" in kim_page.locator("main").inner_text()
@@ -222,11 +148,11 @@ def test_someone_with_an_account_signs_in_and_accepts(
     accept.wait_for()
     # Not before accepting: Acme is not among kim's workspaces yet.
     assert not Membership.objects.filter(user=kim, workspace=team.workspace).exists()
-    assert _workspaces_shown(kim_page) == ["Beta Labs"]
+    assert workspaces_shown(kim_page) == ["Beta Labs"]
     kim_page.goto(link)
     kim_page.get_by_role("button", name="Accept and join Acme").click()
     assert kim_page.get_by_role("status").inner_text() == "Welcome to Acme."
-    assert sorted(_workspaces_shown(kim_page)) == ["Acme", "Beta Labs"]
+    assert sorted(workspaces_shown(kim_page)) == ["Acme", "Beta Labs"]
     assert Membership.objects.get(user=kim, workspace=team.workspace).role == Role.ADMIN
     kim.refresh_from_db()
     assert kim.check_password(KIMS_PASSWORD)
@@ -239,7 +165,7 @@ def test_signed_in_as_someone_else_is_refused(
     add_person(key_services.workspace_get_or_create(name="Beta Labs"), "kim@beta.test")
     login(page, "owner@acme.test")
     link = _invite(page, "kim@beta.test")
-    other_context = _context(browser, stack.base_url)
+    other_context = context_on(browser, stack.base_url)
     other = other_context.new_page()
     login(other, "member@acme.test")
     other.goto(link)
@@ -339,7 +265,7 @@ def test_the_link_is_mailed_through_the_relay(
 ) -> None:
     sink, _ = relay
     sink.received.clear()
-    context = _context(browser, mailing_stack.base_url)
+    context = context_on(browser, mailing_stack.base_url)
     owner = context.new_page()
     login(owner, "owner@acme.test")
     link = _invite(owner, "mailed@example.com")
@@ -352,7 +278,7 @@ def test_the_link_is_mailed_through_the_relay(
     body = message.get_content()
     assert link in body and "owner@acme.test invites you" in body
     context.close()
-    guest_context = _context(browser, mailing_stack.base_url)
+    guest_context = context_on(browser, mailing_stack.base_url)
     guest = guest_context.new_page()
     guest.goto(link)
     guest.get_by_label("Choose a password").fill("mailed-own-pass-5")
