@@ -355,5 +355,6 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "mail.log": {"level": "WARNING"},  # aiosmtpd logs every SMTP command at INFO
         "httpx": {"level": "WARNING"},  # every webhook request otherwise
+        "axes": {"level": "WARNING"},  # every sign-in otherwise; failures and lockouts stay
     },
 }
