@@ -113,9 +113,7 @@ def test_wrong_passwords_lock_the_account_whatever_the_address(
     assert _signed_in(_sign_in(stack, "127.0.1.200", "owner@acme.test", PASSWORD))
 
 
-def test_one_address_guessing_many_accounts_is_locked_out(
-    stack: Stack, people: list[str]
-) -> None:
+def test_one_address_guessing_many_accounts_is_locked_out(stack: Stack, people: list[str]) -> None:
     attacker = "127.0.2.1"
     answers = [
         # A forged X-Forwarded-For on every try: the count follows the connection's address.
