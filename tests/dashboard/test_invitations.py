@@ -104,6 +104,7 @@ def test_a_new_person_chooses_their_own_password(
     guest = guest_context.new_page()
     guest.goto(link)
     guest.get_by_role("heading", name="Join Acme").wait_for()
+    screenshot(guest, "invitation-new-person")
     assert "admin@acme.test invites new.person@example.com" in guest.locator("main").inner_text()
     guest.get_by_label("Choose a password").fill("short")
     guest.get_by_label("Type it again").fill("short")
@@ -146,6 +147,7 @@ def test_someone_with_an_account_signs_in_and_accepts(
     kim_page.get_by_role("button", name="Sign in").click()
     accept = kim_page.get_by_role("button", name="Accept and join Acme")
     accept.wait_for()
+    screenshot(kim_page, "invitation-accept")
     # Not before accepting: Acme is not among kim's workspaces yet.
     assert not Membership.objects.filter(user=kim, workspace=team.workspace).exists()
     assert workspaces_shown(kim_page) == ["Beta Labs"]
