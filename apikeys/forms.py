@@ -42,13 +42,13 @@ class MemberInviteForm(forms.Form):
 class InvitationPasswordForm(forms.Form):
     """The invitee's own password, typed twice; Django's password validators apply."""
 
-    password1 = forms.CharField(
+    password = forms.CharField(
         label="Choose a password",
         strip=False,
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password", "autofocus": True}),
         help_text=password_validation.password_validators_help_text_html(),
     )
-    password2 = forms.CharField(
+    password_again = forms.CharField(
         label="Type it again",
         strip=False,
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
@@ -60,8 +60,8 @@ class InvitationPasswordForm(forms.Form):
 
     def clean(self) -> dict[str, object]:
         data = super().clean() or {}
-        if data.get("password1") and data.get("password1") != data.get("password2"):
-            self.add_error("password2", "The two passwords differ. Type the same one twice.")
+        if data.get("password") and data.get("password") != data.get("password_again"):
+            self.add_error("password_again", "The two passwords differ. Type the same one twice.")
         return data
 
 

@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from apikeys import selectors, services
 from apikeys.authentication import SESSION_WORKSPACE_KEY
@@ -49,7 +49,6 @@ from apikeys.models import (
 )
 from config.api.errors import ApiError, NotFound
 
-MANAGERS = MANAGER_ROLES
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 login = auth_views.LoginView.as_view(
@@ -190,9 +189,7 @@ def invitation_revoke(request: HttpRequest, invitation_id: int) -> HttpResponse:
 def _invitation_page(
     request: HttpRequest, context: dict[str, object], status: int = 200
 ) -> HttpResponse:
-    response = render(request, "apikeys/invitation.html", context, status=status)
-    add_never_cache_headers(response)
-    return response
+    return render(request, "apikeys/invitation.html", context, status=status)
 
 
 def _joined(request: HttpRequest, membership: Membership) -> HttpResponse:
@@ -201,7 +198,8 @@ def _joined(request: HttpRequest, membership: Membership) -> HttpResponse:
     return redirect("home")
 
 
-@never_cache
+@never_cache  # the page carries the link's secret in its URL
+@require_http_methods(["GET", "POST"])
 def invitation(request: HttpRequest, token: str) -> HttpResponse:
     """The link of an invitation: a new person chooses their password; someone with an account
     signs in with it and then accepts; anybody else is refused in plain words."""
@@ -230,7 +228,7 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             membership = services.invitation_accept_new(
-                plain=token, password=form.cleaned_data["password1"]
+                plain=token, password=form.cleaned_data["password"]
             )
         except AccountExists:  # created meanwhile: the page now asks to sign in
             return redirect(request.path)
@@ -250,7 +248,7 @@ def _target(request: HttpRequest, membership_id: int) -> Membership:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
     target = _target(request, membership_id)
     form = MemberRoleForm(request.POST)
@@ -271,7 +269,7 @@ def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def member_remove(request: HttpRequest, membership_id: int) -> HttpResponse:
     target = _target(request, membership_id)
     actor: Membership = request.membership  # type: ignore[attr-defined]
@@ -323,7 +321,7 @@ def _keys_page(request: HttpRequest, form: KeyCreateForm | None = None) -> HttpR
     return render(request, "apikeys/keys.html", context)
 
 
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def keys(request: HttpRequest) -> HttpResponse:
     """The workspace's API keys, the form to create one, revocations."""
     # A plain key that was never displayed (the redirect was not followed) is dropped, not kept.
@@ -332,7 +330,7 @@ def keys(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_create(request: HttpRequest) -> HttpResponse:
     """POST /keys for a session: creates the key, then shows its plain key once."""
     form = KeyCreateForm(request.POST)
@@ -365,7 +363,7 @@ def _key(request: HttpRequest, key_id: str) -> ApiKey:
         raise Http404(error.message) from error
 
 
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_created(request: HttpRequest, key_id: str) -> HttpResponse:
     """The one display of a new key's plain key; afterwards the page says it is gone."""
     key = _key(request, key_id)
@@ -384,7 +382,7 @@ def key_created(request: HttpRequest, key_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_approval(request: HttpRequest, key_id: str) -> HttpResponse:
     """PATCH /keys/{id} for a session: turns approval of the key's mail on or off."""
     key = _key(request, key_id)
@@ -406,7 +404,7 @@ def key_approval(request: HttpRequest, key_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     """DELETE /keys/{id} for a session: revokes the key at once."""
     key = _key(request, key_id)
@@ -428,7 +426,7 @@ def _settings_page(request: HttpRequest, form: WorkspaceSettingsForm | None = No
 
     membership: Membership = request.membership  # type: ignore[attr-defined]
     workspace = membership.workspace
-    manages = membership.role in MANAGERS
+    manages = membership.role in MANAGER_ROLES
     if form is None and manages:
         form = WorkspaceSettingsForm(
             initial={
@@ -455,7 +453,7 @@ def workspace_settings(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def workspace_settings_update(request: HttpRequest) -> HttpResponse:
     """Saves the settings form through ``services.workspace_update``; the API sees it at once."""
     form = WorkspaceSettingsForm(request.POST)

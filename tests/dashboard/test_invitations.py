@@ -111,6 +111,11 @@ def test_a_new_person_chooses_their_own_password(
     guest.get_by_role("button", name="Create my account and join").click()
     assert "too short" in guest.locator(".errorlist").inner_text()
     guest.get_by_label("Choose a password").fill("my-own-secret-pass-8")
+    guest.get_by_label("Type it again").fill("my-own-secret-pass-9")
+    guest.get_by_role("button", name="Create my account and join").click()
+    assert "differ" in guest.locator(".errorlist").inner_text()
+    assert not get_user_model().objects.filter(username="new.person@example.com").exists()
+    guest.get_by_label("Choose a password").fill("my-own-secret-pass-8")
     guest.get_by_label("Type it again").fill("my-own-secret-pass-8")
     guest.get_by_role("button", name="Create my account and join").click()
     assert guest.get_by_role("status").inner_text() == "Welcome to Acme."
