@@ -1,7 +1,10 @@
-"""Operator admin for workspaces, members and keys.
+"""Operator admin for workspaces, members, invitations and keys.
 
 Plain keys are never stored and key digests are never shown (the ``digest`` field is excluded);
 keys are minted by POST /keys or ``manage.py createkey``, revoked here through the same service.
+Invitations are made on a workspace's members page (the only place their link is shown); here
+they are read and withdrawn. The admin is the operator's console: a superuser may still set any
+user's password or add a membership directly, as the operator of the installation.
 """
 
 from __future__ import annotations
@@ -9,9 +12,10 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
 from apikeys import services
-from apikeys.models import ApiKey, Membership, Workspace
+from apikeys.models import ApiKey, Invitation, Membership, Workspace
 
 
 class MembershipInline(admin.TabularInline):
@@ -93,3 +97,42 @@ class ApiKeyAdmin(admin.ModelAdmin):
             services.api_key_revoke(key=key)
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["email", "workspace", "role", "invited_by", "created_at", "expires_at"]
+    list_filter = [
+        "role",
+        ("accepted_at", admin.EmptyFieldListFilter),
+        ("revoked_at", admin.EmptyFieldListFilter),
+    ]
+    list_select_related = ["workspace", "invited_by"]
+    search_fields = ["email", "workspace__name", "workspace__id"]
+    # The digest of the link's secret is never shown, and nothing here can change who is let in.
+    exclude = ["digest"]
+    readonly_fields = [
+        "workspace",
+        "email",
+        "role",
+        "prefix",
+        "invited_by",
+        "created_at",
+        "expires_at",
+        "accepted_at",
+        "accepted_by",
+        "revoked_at",
+    ]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+    actions = ["withdraw"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # made on the members page, which shows the link once
+
+    @admin.action(description="Withdraw the selected invitations")
+    def withdraw(self, request: HttpRequest, queryset: QuerySet[Invitation]) -> None:
+        count = queryset.filter(accepted_at__isnull=True, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+        self.message_user(request, f"Withdrew {count} invitation(s).", messages.SUCCESS)

@@ -14,6 +14,12 @@ urlpatterns = [
     path("workspace/switch/", views.workspace_switch, name="workspace_switch"),
     path("members/", views.members, name="members"),
     path("members/add/", views.member_add, name="member_add"),
+    path(
+        "members/invitations/<int:invitation_id>/revoke/",
+        views.invitation_revoke,
+        name="invitation_revoke",
+    ),
+    path("invite/<str:token>/", views.invitation, name="invitation"),
     path("members/<int:membership_id>/role/", views.member_role, name="member_role"),
     path("members/<int:membership_id>/remove/", views.member_remove, name="member_remove"),
     path("keys/", views.keys, name="keys"),

@@ -1,4 +1,4 @@
-"""Dashboard forms of the tenancy app: sign-in, adding members, changing roles, switching."""
+"""Dashboard forms of the tenancy app: sign-in, invitations, changing roles, switching."""
 
 from __future__ import annotations
 
@@ -26,17 +26,11 @@ class EmailAuthenticationForm(AuthenticationForm):
         return self.cleaned_data["username"].strip().lower()
 
 
-class MemberAddForm(forms.Form):
+class MemberInviteForm(forms.Form):
+    """Invites a person by e-mail with a role; they choose their own password (or sign in)."""
+
     email = forms.EmailField(label="E-mail", widget=forms.EmailInput(attrs={"autocomplete": "off"}))
     role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.MEMBER)
-    password = forms.CharField(
-        label="First password",
-        required=False,
-        strip=False,
-        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-        help_text="Only for someone without an account yet; tell them to change it after "
-        "signing in. An existing account keeps its own password.",
-    )
 
     def __init__(self, *args: object, can_grant_owner: bool = True, **kwargs: object) -> None:
         kwargs.setdefault("label_suffix", "")
@@ -44,11 +38,31 @@ class MemberAddForm(forms.Form):
         if not can_grant_owner:
             self.fields["role"].choices = [c for c in Role.choices if c[0] != Role.OWNER]
 
-    def clean_password(self) -> str:
-        password = self.cleaned_data.get("password") or ""
-        if password:
-            password_validation.validate_password(password)
-        return password
+
+class InvitationPasswordForm(forms.Form):
+    """The invitee's own password, typed twice; Django's password validators apply."""
+
+    password = forms.CharField(
+        label="Choose a password",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password", "autofocus": True}),
+        help_text=password_validation.password_validators_help_text_html(),
+    )
+    password_again = forms.CharField(
+        label="Type it again",
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+    )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        if data.get("password") and data.get("password") != data.get("password_again"):
+            self.add_error("password_again", "The two passwords differ. Type the same one twice.")
+        return data
 
 
 class MemberRoleForm(forms.Form):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from config.api.ids import new_id
 from config.tenancy import Tenancy, TenantManager
@@ -66,6 +69,16 @@ class Role(models.TextChoices):
     MEMBER = "member"
 
 
+# Who may manage people, and whom: the one place that says it (services, views and templates ask
+# here). Owners and admins manage members; only owners grant, change or remove the owner role.
+MANAGER_ROLES: tuple[str, ...] = (Role.OWNER, Role.ADMIN)
+
+
+def may_manage(actor_role: str, role: str) -> bool:
+    """Whether someone with ``actor_role`` may give, change, take or invite to ``role``."""
+    return actor_role in MANAGER_ROLES and (actor_role == Role.OWNER or role != Role.OWNER)
+
+
 class Membership(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
@@ -126,3 +139,50 @@ class ApiKey(models.Model):
     @property
     def effective_scopes(self) -> frozenset[str]:
         return effective_scopes(self.scopes)
+
+
+class Invitation(models.Model):
+    """An offer to join a workspace, sent to an e-mail address as a single-use, expiring link.
+
+    The link's secret is stored as a prefix (lookup) and a SHA-256 digest, never in clear; the
+    invitee sets their own password or, with an account already, accepts after signing in.
+    """
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="invitations")
+    email = models.EmailField(max_length=254)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # Lookup by prefix (the accept page), then constant-time comparison of the digest.
+    prefix = models.CharField(max_length=16, db_index=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
+
+    class Meta:
+        indexes = [
+            # The members page: a workspace's pending invitations; one pending per address.
+            models.Index(fields=["workspace", "email"], name="invitation_ws_email"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.email} to {self.workspace_id} as {self.role}"
+
+    def state(self, now: datetime | None = None) -> str:
+        """``accepted``, ``revoked``, ``expired`` or ``pending``."""
+        if self.accepted_at is not None:
+            return "accepted"
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at <= (now or timezone.now()):
+            return "expired"
+        return "pending"

@@ -9,8 +9,8 @@ from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 
 from apikeys import tokens
-from apikeys.exceptions import InvalidKey, KeyExpired, KeyRevoked
-from apikeys.models import ApiKey, Membership, Role, Workspace
+from apikeys.exceptions import InvalidKey, InvitationNotValid, KeyExpired, KeyRevoked
+from apikeys.models import ApiKey, Invitation, Membership, Role, Workspace, may_manage
 from config.api.errors import NotFound, Unauthorized
 
 
@@ -123,3 +123,77 @@ def membership_get(workspace: Workspace, membership_id: int | str) -> Membership
 def membership_in(user: AbstractBaseUser, workspace_id: str) -> Membership | None:
     """The user's membership in exactly ``workspace_id`` (no fallback), or None."""
     return memberships_of(user).filter(workspace_id=workspace_id).first()
+
+
+def invitation_list_pending(workspace: Workspace) -> QuerySet[Invitation]:
+    """The workspace's invitations that can still be accepted, newest first."""
+    return (
+        Invitation.objects.select_related("invited_by")
+        .filter(
+            workspace=workspace,
+            accepted_at__isnull=True,
+            revoked_at__isnull=True,
+            expires_at__gt=timezone.now(),
+        )
+        .order_by("-created_at", "-pk")
+    )
+
+
+def invitation_get(workspace: Workspace, invitation_id: int | str) -> Invitation:
+    """One invitation of the workspace, or not_found."""
+    try:
+        pk = int(invitation_id)
+    except (TypeError, ValueError):
+        raise NotFound("No such invitation.") from None
+    invitation = Invitation.objects.filter(workspace=workspace, pk=pk).first()
+    if invitation is None:
+        raise NotFound("No such invitation.")
+    return invitation
+
+
+def invitation_for_plain(plain: str) -> Invitation:
+    """The invitation behind a link's secret (in any state), or ``invitation_invalid``."""
+    if not tokens.is_well_formed(plain, tokens.INVITATION_PREFIX):
+        raise InvitationNotValid()
+    wanted = tokens.digest(plain)
+    # The link names its workspace through the secret, so the lookup is across all of them.
+    candidates = (
+        Invitation.objects.unscoped()
+        .select_related("workspace", "invited_by")
+        .filter(prefix=tokens.lookup_prefix(plain))
+    )
+    for invitation in candidates:
+        if hmac.compare_digest(invitation.digest, wanted):
+            return invitation
+    raise InvitationNotValid()
+
+
+_NOT_VALID = {
+    "accepted": "This invitation has already been used. Sign in instead.",
+    "revoked": "This invitation was withdrawn. Ask the person who invited you for a new one.",
+    "expired": "This invitation has expired. Ask the person who invited you for a new one.",
+}
+
+
+def invitation_problem(invitation: Invitation) -> str | None:
+    """Why the invitation cannot be accepted now (in plain words), or None when it can."""
+    state = invitation.state()
+    if state != "pending":
+        return _NOT_VALID[state]
+    # An invitation speaks for its inviter: one who left, or lost the right to invite to this
+    # role, since cannot let anybody in any more.
+    inviter_role = (
+        Membership.objects.filter(
+            workspace_id=invitation.workspace_id, user_id=invitation.invited_by_id
+        )
+        .values_list("role", flat=True)
+        .first()
+        if invitation.invited_by_id is not None
+        else None
+    )
+    if inviter_role is None or not may_manage(inviter_role, invitation.role):
+        return (
+            "The person who invited you can no longer add people to this workspace. "
+            "Ask an owner or admin there for a new invitation."
+        )
+    return None

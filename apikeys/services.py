@@ -2,20 +2,47 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import NamedTuple
 
-from django.contrib.auth import get_user_model
+from django.conf import settings
+from django.contrib.auth import get_user_model, password_validation
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.mail import send_mail
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from apikeys import tokens
-from apikeys.exceptions import AlreadyMember, LastOwner, RoleNotAllowed
-from apikeys.models import ApiKey, KeyKind, Membership, Role, Workspace
+from apikeys.exceptions import (
+    AccountExists,
+    AlreadyInvited,
+    AlreadyMember,
+    InvitationNotValid,
+    InvitationWrongAccount,
+    LastOwner,
+    RoleNotAllowed,
+)
+from apikeys.models import (
+    MANAGER_ROLES,
+    ApiKey,
+    Invitation,
+    KeyKind,
+    Membership,
+    Role,
+    Workspace,
+    may_manage,
+)
+from apikeys.selectors import invitation_for_plain, invitation_problem
 from config.api.errors import Forbidden, NotFound, ValidationFailed
 
 ALL_SCOPES = ("read", "write", "send", "admin")
+
+logger = logging.getLogger(__name__)
 
 # A key's last-used time is written at most this often, so authentication stays a read.
 _LAST_USED_GRANULARITY = timedelta(seconds=60)
@@ -33,14 +60,25 @@ def workspace_get_or_create(*, name: str, require_approval: bool = False) -> Wor
 
 
 def user_get_or_create(*, email: str, password: str | None = None) -> AbstractBaseUser:
-    """A dashboard user whose user name is their e-mail address; sets the password if given."""
+    """A dashboard user whose user name is their e-mail address.
+
+    ``password`` is set only on a user created here: an existing account keeps its own (see
+    :func:`user_set_password` for the operator's explicit reset).
+    """
     User = get_user_model()
     email = email.strip().lower()
-    user, _ = User.objects.get_or_create(username=email, defaults={"email": email})
-    if password is not None:
+    user, created = User.objects.get_or_create(username=email, defaults={"email": email})
+    if created and password is not None:
         user.set_password(password)
         user.save(update_fields=["password"])
     return user
+
+
+def user_set_password(*, user: AbstractBaseUser, password: str) -> None:
+    """Sets a user's password (the operator's ``bootstrap --reset-password``; never a workspace
+    admin's)."""
+    user.set_password(password)
+    user.save(update_fields=["password"])
 
 
 def membership_set(*, workspace: Workspace, user: AbstractBaseUser, role: str) -> Membership:
@@ -54,13 +92,10 @@ def membership_set(*, workspace: Workspace, user: AbstractBaseUser, role: str) -
     return membership
 
 
-_MANAGERS = (Role.OWNER, Role.ADMIN)
-
-
 def _check_manager(actor: Membership, workspace: Workspace) -> None:
     if actor.workspace_id != workspace.pk:
         raise NotFound("No such member.")
-    if actor.role not in _MANAGERS:
+    if actor.role not in MANAGER_ROLES:
         raise Forbidden("Only owners and admins can manage the members of a workspace.")
 
 
@@ -79,32 +114,186 @@ def _lock_owners(workspace: Workspace) -> list[int]:
     )
 
 
-def membership_add(
-    *, actor: Membership, email: str, role: str, password: str | None = None
-) -> Membership:
-    """Adds a person to the actor's workspace by e-mail, creating the user when new.
+# --- invitations -----------------------------------------------------------------------------
+# People join a workspace only by invitation: nobody chooses another person's password, and an
+# existing account joins only after its owner signed in and accepted (issue 23).
 
-    Owners and admins may add members; only owners may add owners. The password is used only
-    for a new user: an existing account keeps its own, so no admin can take over someone's login.
-    """
+
+@dataclass(frozen=True)
+class CreatedInvitation:
+    invitation: Invitation
+    plain: str  # the link's secret: exists only in this value, shown once and mailed
+
+
+def _clean_email(email: str) -> str:
+    email = (email or "").strip().lower()
+    try:
+        validate_email(email)
+    except DjangoValidationError:
+        raise ValidationFailed.at("email", "Enter the person's e-mail address.") from None
+    return email
+
+
+def _pending(queryset: QuerySet[Invitation]) -> QuerySet[Invitation]:
+    return queryset.filter(
+        accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now()
+    )
+
+
+def invitation_create(*, actor: Membership, email: str, role: str) -> CreatedInvitation:
+    """Invites ``email`` to the actor's workspace with ``role``; the plain link secret is in the
+    returned value only. Who may invite whom is ``models.may_manage``."""
     workspace = actor.workspace
     _check_manager(actor, workspace)
     _check_role(role)
-    if role == Role.OWNER and actor.role != Role.OWNER:
+    if not may_manage(actor.role, role):
         raise RoleNotAllowed()
-    email = email.strip().lower()
-    if not email or "@" not in email:
-        raise ValidationFailed.at("email", "Enter the person's e-mail address.")
+    email = _clean_email(email)
+    plain = tokens.generate(tokens.INVITATION_PREFIX)
+    with transaction.atomic():
+        # One invitation at a time per address: the workspace row serialises two invites.
+        Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+        if Membership.objects.filter(workspace=workspace, user__username__iexact=email).exists():
+            raise AlreadyMember()
+        if _pending(Invitation.objects.filter(workspace=workspace, email=email)).exists():
+            raise AlreadyInvited()
+        invitation = Invitation.objects.create(
+            workspace=workspace,
+            email=email,
+            role=role,
+            prefix=tokens.lookup_prefix(plain),
+            digest=tokens.digest(plain),
+            invited_by=actor.user,
+            expires_at=timezone.now() + timedelta(hours=settings.INVITATION_TTL_HOURS),
+        )
+    return CreatedInvitation(invitation=invitation, plain=plain)
+
+
+def invitation_revoke(*, actor: Membership, invitation: Invitation) -> Invitation:
+    """Revokes a pending invitation: its link stops working at once."""
+    _check_manager(actor, invitation.workspace)
+    if not may_manage(actor.role, invitation.role):
+        raise RoleNotAllowed("Only owners can revoke an invitation to become an owner.")
+    with transaction.atomic():
+        Invitation.objects.filter(
+            workspace_id=invitation.workspace_id,
+            pk=invitation.pk,
+            accepted_at__isnull=True,
+            revoked_at__isnull=True,
+        ).update(revoked_at=timezone.now())
+    invitation.refresh_from_db(fields=["revoked_at", "accepted_at"])
+    return invitation
+
+
+def _lock_pending(plain: str) -> Invitation:
+    """The invitation behind a link, locked, if it can still be accepted; else why not."""
+    found = invitation_for_plain(plain)
+    invitation = (
+        Invitation.objects.select_for_update()
+        .select_related("workspace")
+        .filter(workspace_id=found.workspace_id, pk=found.pk)
+        .get()
+    )
+    problem = invitation_problem(invitation)
+    if problem is not None:
+        raise InvitationNotValid(problem)
+    return invitation
+
+
+def _accept(invitation: Invitation, user: AbstractBaseUser) -> Membership:
+    membership, _ = Membership.objects.get_or_create(
+        workspace=invitation.workspace, user=user, defaults={"role": invitation.role}
+    )
+    invitation.accepted_at = timezone.now()
+    invitation.accepted_by = user
+    invitation.save(update_fields=["accepted_at", "accepted_by"])
+    membership.workspace = invitation.workspace
+    return membership
+
+
+def user_email(user: AbstractBaseUser) -> str:
+    """The address an account answers to (its e-mail, else its user name), lower-case."""
+    return (getattr(user, "email", "") or user.get_username()).strip().lower()
+
+
+def invitation_accept(*, plain: str, user: AbstractBaseUser) -> Membership:
+    """A signed-in account accepts an invitation addressed to its own e-mail address."""
+    with transaction.atomic():
+        invitation = _lock_pending(plain)
+        if user_email(user) != invitation.email:
+            raise InvitationWrongAccount(
+                f"This invitation is for {invitation.email}, and you are signed in as "
+                f"{user.get_username()}. Sign out, then open the link again and sign in as "
+                f"{invitation.email}."
+            )
+        return _accept(invitation, user)
+
+
+def account_exists(email: str) -> bool:
+    """Whether an account answers to this address (as its user name or its e-mail)."""
+    User = get_user_model()
+    return User.objects.filter(
+        Q(username__iexact=email.strip()) | Q(email__iexact=email.strip())
+    ).exists()
+
+
+def invitation_accept_new(*, plain: str, password: str) -> Membership:
+    """Creates the invitee's account with the password they chose, and joins the workspace.
+
+    Refused when an account with the address exists: its owner signs in and accepts instead.
+    """
     User = get_user_model()
     with transaction.atomic():
-        user = User.objects.filter(username=email).first()
-        if user is None:
-            if not password:
-                raise ValidationFailed.at("password", "Set a first password for a new user.")
-            user = user_get_or_create(email=email, password=password)
-        elif Membership.objects.filter(workspace=workspace, user=user).exists():
-            raise AlreadyMember()
-        return Membership.objects.create(workspace=workspace, user=user, role=role)
+        invitation = _lock_pending(plain)
+        if account_exists(invitation.email):
+            raise AccountExists()
+        candidate = User(username=invitation.email, email=invitation.email)
+        try:
+            password_validation.validate_password(password, user=candidate)
+        except DjangoValidationError as error:
+            raise ValidationFailed(
+                "Choose another password.",
+                issues=[{"path": "password", "message": m} for m in error.messages],
+            ) from None
+        try:
+            with transaction.atomic():
+                user = User.objects.create_user(
+                    username=invitation.email, email=invitation.email, password=password
+                )
+        except IntegrityError:  # created a moment ago by someone else's request
+            raise AccountExists() from None
+        return _accept(invitation, user)
+
+
+def invitation_mail(*, invitation: Invitation, link: str) -> str | None:
+    """Mails the link to the invitee through the configured relay (``EMAIL_URL``), as a system
+    mail (not an outbox item of the workspace); returns None when the relay took it, else why
+    not, for the inviter to read."""
+    if not settings.INVITATION_MAIL:
+        return "no outgoing mail relay is configured (EMAIL_URL)"
+    inviter = invitation.invited_by.get_username() if invitation.invited_by else "Someone"
+    days = settings.INVITATION_TTL_HOURS / 24
+    lasting = f"{days:g} days" if days >= 1 else f"{settings.INVITATION_TTL_HOURS} hours"
+    body = (
+        f"{inviter} invites you to the workspace {invitation.workspace.name} on Pigeonhole, "
+        f"as {invitation.role}.\n\n"
+        f"Open this link to accept; you choose your own password, or sign in if you already "
+        f"have an account:\n\n{link}\n\n"
+        f"The link works once and expires in {lasting}. If you did not expect this, ignore it.\n"
+    )
+    try:
+        send_mail(
+            f"You are invited to {invitation.workspace.name} on Pigeonhole",
+            body,
+            settings.DEFAULT_FROM_EMAIL,
+            [invitation.email],
+            fail_silently=False,
+        )
+    # Any backend (SMTP relay, SES) may fail in its own way; the inviter still has the link.
+    except Exception as exc:
+        logger.warning("invitation %s not mailed: %s", invitation.pk, exc)
+        return f"the relay refused it or could not be reached ({type(exc).__name__})"
+    return None
 
 
 def membership_role_set(*, actor: Membership, membership: Membership, role: str) -> Membership:
@@ -150,7 +339,7 @@ def workspace_update(
     ``max_inboxes`` is not here on purpose: it is a quota the operator sets (Django admin), not
     something the workspace grants itself. Only the changed fields are written.
     """
-    if actor.role not in _MANAGERS:
+    if actor.role not in MANAGER_ROLES:
         raise Forbidden("Only owners and admins can change the settings of a workspace.")
     changes: dict[str, object] = {}
     if name is not None:
@@ -241,17 +430,34 @@ def api_key_touch(*, key: ApiKey) -> None:
         key.last_used_at = now
 
 
+class Bootstrapped(NamedTuple):
+    workspace: Workspace
+    owner: AbstractBaseUser
+    key: CreatedKey
+    password_set: bool  # False: the owner's account existed and kept its own password
+
+
 def bootstrap(
     *,
     workspace_name: str,
     owner_email: str,
     password: str,
     require_approval: bool = False,
-) -> tuple[Workspace, AbstractBaseUser, CreatedKey]:
-    """Creates (or reuses) a workspace and its owner, and a new admin key with every scope."""
+    reset_password: bool = False,
+) -> Bootstrapped:
+    """Creates (or reuses) a workspace and its owner, and a new admin key with every scope.
+
+    The operator's command line: the password is set for a new owner account; an existing
+    account keeps its own unless ``reset_password`` says the operator means to replace it.
+    """
+    User = get_user_model()
     with transaction.atomic():
         workspace = workspace_get_or_create(name=workspace_name, require_approval=require_approval)
+        existed = User.objects.filter(username=owner_email.strip().lower()).exists()
         owner = user_get_or_create(email=owner_email, password=password)
+        password_set = not existed or reset_password
+        if existed and reset_password:
+            user_set_password(user=owner, password=password)
         membership_set(workspace=workspace, user=owner, role=Role.OWNER)
         created = api_key_create(
             workspace=workspace,
@@ -260,4 +466,4 @@ def bootstrap(
             scopes=ALL_SCOPES,
             created_by=owner,
         )
-    return workspace, owner, created
+    return Bootstrapped(workspace, owner, created, password_set)

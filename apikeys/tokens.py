@@ -1,4 +1,5 @@
-"""The plain API key format: ``pgh_`` + 34 random base62 characters + a 6-character checksum.
+"""The plain secret format: a prefix (``pgh_`` for API keys, ``pgi_`` for invitations) + 34
+random base62 characters + a 6-character checksum.
 
 The checksum (CRC32 of the random part, base62) lets secret scanners and our own authentication
 reject a mistyped or made-up key without a database lookup. Only a SHA-256 digest is stored; the
@@ -14,6 +15,7 @@ import string
 import zlib
 
 PREFIX = "pgh_"
+INVITATION_PREFIX = "pgi_"
 _BASE62 = string.digits + string.ascii_uppercase + string.ascii_lowercase
 _RANDOM_LEN = 34
 _CHECK_LEN = 6
@@ -32,17 +34,17 @@ def _checksum(body: str) -> str:
     return _base62(zlib.crc32(body.encode()), _CHECK_LEN)
 
 
-def generate() -> str:
-    """A new plain key."""
+def generate(prefix: str = PREFIX) -> str:
+    """A new plain secret (an API key unless another prefix is given)."""
     body = "".join(secrets.choice(_BASE62) for _ in range(_RANDOM_LEN))
-    return PREFIX + body + _checksum(body)
+    return prefix + body + _checksum(body)
 
 
-def is_well_formed(plain: str) -> bool:
+def is_well_formed(plain: str, prefix: str = PREFIX) -> bool:
     """Shape and checksum check, no database involved."""
-    if len(plain) != len(PREFIX) + _RANDOM_LEN + _CHECK_LEN or not plain.startswith(PREFIX):
+    if len(plain) != len(prefix) + _RANDOM_LEN + _CHECK_LEN or not plain.startswith(prefix):
         return False
-    rest = plain[len(PREFIX) :]
+    rest = plain[len(prefix) :]
     if any(c not in _BASE62 for c in rest):
         return False
     body, check = rest[:_RANDOM_LEN], rest[_RANDOM_LEN:]

@@ -1,5 +1,5 @@
-"""Dashboard pages of the tenancy app: sign-in, password, workspace switcher, members, API keys
-and workspace settings.
+"""Dashboard pages of the tenancy app: sign-in, password, workspace switcher, members and
+invitations, API keys and workspace settings.
 
 Views stay thin: they validate a form, call one service of ``apikeys.services`` (the same the
 API and the management commands use) and render; coded errors become flash notices.
@@ -8,34 +8,48 @@ API and the management commands use) and render; coded errors become flash notic
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import login as auth_login
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse_lazy
+from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_POST
 
 from apikeys import selectors, services
 from apikeys.authentication import SESSION_WORKSPACE_KEY
 from apikeys.dashboard import add_api_error, member_required
+from apikeys.exceptions import AccountExists, InvitationNotValid
 from apikeys.forms import (
     EmailAuthenticationForm,
+    InvitationPasswordForm,
     KeyApprovalForm,
     KeyCreateForm,
-    MemberAddForm,
+    MemberInviteForm,
     MemberRoleForm,
     WorkspaceSettingsForm,
     WorkspaceSwitchForm,
 )
-from apikeys.models import IMPLIED_SCOPES, ApiKey, Membership, Role, effective_scopes
+from apikeys.models import (
+    IMPLIED_SCOPES,
+    MANAGER_ROLES,
+    ApiKey,
+    Membership,
+    Role,
+    effective_scopes,
+    may_manage,
+)
 from config.api.errors import ApiError, NotFound
 
-MANAGERS = (Role.OWNER, Role.ADMIN)
+MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 login = auth_views.LoginView.as_view(
     authentication_form=EmailAuthenticationForm, redirect_authenticated_user=True
@@ -71,57 +85,159 @@ def workspace_switch(request: HttpRequest) -> HttpResponse:
     return redirect(target)
 
 
+# The link of an invitation just made waits here for its one display, then is popped.
+_CREATED_INVITATION = "apikeys.created_invitation"
+
+
 def _members_page(
-    request: HttpRequest, membership: Membership, add_form: MemberAddForm | None = None
+    request: HttpRequest, membership: Membership, add_form: MemberInviteForm | None = None
 ) -> HttpResponse:
-    manages = membership.role in MANAGERS
+    manages = membership.role in MANAGER_ROLES
     is_owner = membership.role == Role.OWNER
     members = list(selectors.membership_list(membership.workspace))
     rows = [
         {
             "member": m,
             "is_self": m.pk == membership.pk,
-            # Admins may not touch owners; only owners hand out the owner role.
-            "editable": manages and (is_owner or m.role != Role.OWNER),
-            "roles": [c for c in Role.choices if is_owner or c[0] != Role.OWNER],
+            "editable": may_manage(membership.role, m.role),
+            "roles": [c for c in Role.choices if may_manage(membership.role, c[0])],
         }
         for m in members
     ]
+    invitations = (
+        [
+            {"invitation": i, "revocable": may_manage(membership.role, i.role)}
+            for i in selectors.invitation_list_pending(membership.workspace)
+        ]
+        if manages
+        else []
+    )
+    created = request.session.pop(_CREATED_INVITATION, None)
     context = {
         "rows": rows,
         "manages": manages,
+        "invitations": invitations,
+        "created": created if isinstance(created, dict) else None,
+        "ttl_hours": settings.INVITATION_TTL_HOURS,
         "add_form": add_form
         if add_form is not None
-        else (MemberAddForm(can_grant_owner=is_owner) if manages else None),
+        else (MemberInviteForm(can_grant_owner=is_owner) if manages else None),
     }
-    return render(request, "apikeys/members.html", context)
+    response = render(request, "apikeys/members.html", context)
+    if created:
+        add_never_cache_headers(response)  # the back button must not bring the link back
+    return response
 
 
 @member_required()
 def members(request: HttpRequest) -> HttpResponse:
-    """The workspace's members and their roles; owners and admins also get the forms."""
+    """The workspace's members and their roles; owners and admins also get the forms and the
+    pending invitations."""
     return _members_page(request, request.membership)  # type: ignore[attr-defined]
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def member_add(request: HttpRequest) -> HttpResponse:
+    """Invites a person: the link is shown once to the inviter and mailed when a relay is
+    configured. Nobody's password is chosen here."""
     actor: Membership = request.membership  # type: ignore[attr-defined]
-    form = MemberAddForm(request.POST, can_grant_owner=actor.role == Role.OWNER)
+    form = MemberInviteForm(request.POST, can_grant_owner=actor.role == Role.OWNER)
     if form.is_valid():
         try:
-            added = services.membership_add(
-                actor=actor,
-                email=form.cleaned_data["email"],
-                role=form.cleaned_data["role"],
-                password=form.cleaned_data["password"] or None,
+            created = services.invitation_create(
+                actor=actor, email=form.cleaned_data["email"], role=form.cleaned_data["role"]
             )
         except ApiError as error:
             add_api_error(form, error)
         else:
-            messages.success(request, f"Added {added.user.get_username()} as {added.role}.")
+            invitation = created.invitation
+            link = request.build_absolute_uri(reverse("invitation", args=[created.plain]))
+            not_mailed = services.invitation_mail(invitation=invitation, link=link)
+            # Post/redirect/get; the link rides in the session until its one display pops it.
+            request.session[_CREATED_INVITATION] = {
+                "id": invitation.pk,
+                "email": invitation.email,
+                "role": invitation.role,
+                "link": link,
+                "mailed": not_mailed is None,
+                "not_mailed": not_mailed or "",
+            }
+            messages.success(request, f"Invited {invitation.email} as {invitation.role}.")
             return redirect("members")
     return _members_page(request, actor, add_form=form)
+
+
+@require_POST
+@member_required(roles=MANAGER_ROLES)
+def invitation_revoke(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    """Withdraws a pending invitation; its link stops working at once."""
+    actor: Membership = request.membership  # type: ignore[attr-defined]
+    try:
+        invitation = selectors.invitation_get(actor.workspace, invitation_id)
+    except NotFound as error:
+        raise Http404(error.message) from error
+    try:
+        services.invitation_revoke(actor=actor, invitation=invitation)
+    except ApiError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Withdrew the invitation of {invitation.email}.")
+    return redirect("members")
+
+
+def _invitation_page(
+    request: HttpRequest, context: dict[str, object], status: int = 200
+) -> HttpResponse:
+    return render(request, "apikeys/invitation.html", context, status=status)
+
+
+def _joined(request: HttpRequest, membership: Membership) -> HttpResponse:
+    request.session[SESSION_WORKSPACE_KEY] = membership.workspace_id
+    messages.success(request, f"Welcome to {membership.workspace.name}.")
+    return redirect("home")
+
+
+@never_cache  # the page carries the link's secret in its URL
+@require_http_methods(["GET", "POST"])
+def invitation(request: HttpRequest, token: str) -> HttpResponse:
+    """The link of an invitation: a new person chooses their password; someone with an account
+    signs in with it and then accepts; anybody else is refused in plain words."""
+    try:
+        found = selectors.invitation_for_plain(token)
+    except InvitationNotValid as error:
+        return _invitation_page(request, {"problem": error.message}, status=410)
+    problem = selectors.invitation_problem(found)
+    if problem is not None:
+        return _invitation_page(request, {"problem": problem}, status=410)
+    context: dict[str, object] = {"invitation": found, "path": request.path}
+    if request.user.is_authenticated:
+        if services.user_email(request.user) != found.email:
+            return _invitation_page(request, {**context, "wrong_account": True}, status=403)
+        if request.method == "POST":
+            try:
+                membership = services.invitation_accept(plain=token, user=request.user)
+            except ApiError as error:
+                return _invitation_page(request, {"problem": error.message}, status=error.status)
+            return _joined(request, membership)
+        return _invitation_page(request, {**context, "accept": True})
+    if services.account_exists(found.email):
+        login_url = f"{reverse('login')}?{urlencode({'next': request.path})}"
+        return _invitation_page(request, {**context, "sign_in": login_url})
+    form = InvitationPasswordForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            membership = services.invitation_accept_new(
+                plain=token, password=form.cleaned_data["password"]
+            )
+        except AccountExists:  # created meanwhile: the page now asks to sign in
+            return redirect(request.path)
+        except ApiError as error:
+            add_api_error(form, error)
+        else:
+            auth_login(request, membership.user, backend=MODEL_BACKEND)
+            return _joined(request, membership)
+    return _invitation_page(request, {**context, "form": form})
 
 
 def _target(request: HttpRequest, membership_id: int) -> Membership:
@@ -132,7 +248,7 @@ def _target(request: HttpRequest, membership_id: int) -> Membership:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
     target = _target(request, membership_id)
     form = MemberRoleForm(request.POST)
@@ -153,7 +269,7 @@ def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def member_remove(request: HttpRequest, membership_id: int) -> HttpResponse:
     target = _target(request, membership_id)
     actor: Membership = request.membership  # type: ignore[attr-defined]
@@ -205,7 +321,7 @@ def _keys_page(request: HttpRequest, form: KeyCreateForm | None = None) -> HttpR
     return render(request, "apikeys/keys.html", context)
 
 
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def keys(request: HttpRequest) -> HttpResponse:
     """The workspace's API keys, the form to create one, revocations."""
     # A plain key that was never displayed (the redirect was not followed) is dropped, not kept.
@@ -214,7 +330,7 @@ def keys(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_create(request: HttpRequest) -> HttpResponse:
     """POST /keys for a session: creates the key, then shows its plain key once."""
     form = KeyCreateForm(request.POST)
@@ -247,7 +363,7 @@ def _key(request: HttpRequest, key_id: str) -> ApiKey:
         raise Http404(error.message) from error
 
 
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_created(request: HttpRequest, key_id: str) -> HttpResponse:
     """The one display of a new key's plain key; afterwards the page says it is gone."""
     key = _key(request, key_id)
@@ -266,7 +382,7 @@ def key_created(request: HttpRequest, key_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_approval(request: HttpRequest, key_id: str) -> HttpResponse:
     """PATCH /keys/{id} for a session: turns approval of the key's mail on or off."""
     key = _key(request, key_id)
@@ -288,7 +404,7 @@ def key_approval(request: HttpRequest, key_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     """DELETE /keys/{id} for a session: revokes the key at once."""
     key = _key(request, key_id)
@@ -310,7 +426,7 @@ def _settings_page(request: HttpRequest, form: WorkspaceSettingsForm | None = No
 
     membership: Membership = request.membership  # type: ignore[attr-defined]
     workspace = membership.workspace
-    manages = membership.role in MANAGERS
+    manages = membership.role in MANAGER_ROLES
     if form is None and manages:
         form = WorkspaceSettingsForm(
             initial={
@@ -337,7 +453,7 @@ def workspace_settings(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def workspace_settings_update(request: HttpRequest) -> HttpResponse:
     """Saves the settings form through ``services.workspace_update``; the API sees it at once."""
     form = WorkspaceSettingsForm(request.POST)

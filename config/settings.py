@@ -9,6 +9,7 @@ Every variable is documented in docs/configuration.md.
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -85,6 +86,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
+    "axes",
     "apikeys",
     "inboxes",
     "mail",
@@ -103,6 +105,14 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "config.csp.DashboardCspMiddleware",
+    # Last, as django-axes asks: turns a sign-in refused for too many failures into its page.
+    "axes.middleware.AxesMiddleware",
+]
+
+# django-axes first: it refuses to check a password while the account or address is locked out.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -233,6 +243,27 @@ CLASSIFIER_REQUEST_TIMEOUT = env.float("CLASSIFIER_REQUEST_TIMEOUT", default=30.
 # raise. On in the test suite and the processes it starts; off in production.
 TENANT_GUARD = env.bool("TENANT_GUARD", default=False)
 
+# People join a workspace by invitation (apikeys): the link works once and for this long.
+INVITATION_TTL_HOURS = env.int("INVITATION_TTL_HOURS", default=72)
+
+# Failed sign-ins (/login/, /admin/login/) are limited per account and per client address by
+# django-axes, counted in the database (every web process sees the same counts). After
+# LOGIN_FAILURE_LIMIT failures within LOGIN_LOCKOUT_MINUTES, further sign-ins of that account,
+# or from that address, are refused until the period has passed without failures; an operator
+# unlocks at once with `manage.py axes_reset_username EMAIL` or `axes_reset_ip ADDRESS`.
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=10)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15.0))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each on its own, not the pair
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_USERNAME_CALLABLE = "apikeys.signin.username"
+AXES_CLIENT_IP_CALLABLE = "apikeys.signin.client_address"
+AXES_LOCKOUT_CALLABLE = "apikeys.signin.locked_out"
+# A successful sign-in does not wipe the failures: the per-address count would otherwise be
+# reset by an attacker signing in to an account of their own between guesses.
+AXES_RESET_ON_SUCCESS = False
+AXES_ENABLE_ACCESS_FAILURE_LOG = False
+AXES_DISABLE_ACCESS_LOG = True  # sign-ins are not the product's log
+
 # Outbound mail: EMAIL_URL (smtp://host:port) unless EMAIL_BACKEND names another backend (SES).
 _email = env.email_url("EMAIL_URL", default="smtp://localhost:25")
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default=_email["EMAIL_BACKEND"])
@@ -243,6 +274,12 @@ EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _email.get("EMAIL_USE_TLS", False)
 EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=30.0)  # seconds per SMTP operation
+# System mail (invitations) comes from this address.
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default=f"pigeonhole@{SMTP_HOSTNAME}")
+# Invitation links are mailed when a relay is configured (EMAIL_URL or EMAIL_BACKEND set);
+# without one the inviter passes the link on (it is shown once either way).
+_relay_named = env.str("EMAIL_URL", default="") or env.str("EMAIL_BACKEND", default="")
+INVITATION_MAIL = env.bool("INVITATION_MAIL", default=bool(_relay_named))
 # Amazon SES through django-ses (EMAIL_BACKEND=django_ses.SESBackend).
 AWS_SES_REGION_NAME = env.str("AWS_SES_REGION_NAME", default="us-east-1")
 AWS_SES_REGION_ENDPOINT = env.str(
@@ -318,5 +355,6 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "mail.log": {"level": "WARNING"},  # aiosmtpd logs every SMTP command at INFO
         "httpx": {"level": "WARNING"},  # every webhook request otherwise
+        "axes": {"level": "WARNING"},  # every sign-in otherwise; failures and lockouts stay
     },
 }

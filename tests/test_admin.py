@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apikeys import services as key_services
-from apikeys.models import ApiKey, Membership, Workspace
+from apikeys.models import ApiKey, Invitation, Membership, Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Domain, Inbox
 from labels.models import EmailLabel, Label, LabelFeedback
@@ -41,6 +41,7 @@ class World:
     objects: dict[type[models.Model], tuple[models.Model, str]] = field(default_factory=dict)
     plain_key: str = ""
     secret: str = ""
+    invitation_link: str = ""
 
 
 @pytest.fixture
@@ -51,6 +52,10 @@ def world(db: None) -> World:
     membership = key_services.membership_set(workspace=workspace, user=person, role="owner")
     created = key_services.api_key_create(workspace=workspace, name="admin-test-key")
     found.plain_key = created.plain
+    invited = key_services.invitation_create(
+        actor=membership, email="admin-invitee@example.com", role="member"
+    )
+    found.invitation_link = invited.plain
     domain = inbox_services.domain_add(workspace=workspace, domain="admin-test.example")
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="admintest")
     endpoint, found.secret = webhook_services.endpoint_create(
@@ -107,6 +112,7 @@ def world(db: None) -> World:
         Workspace: (workspace, "Admin Test"),
         Membership: (membership, "admin-person@"),
         ApiKey: (created.key, "admin-test-key"),
+        Invitation: (invited.invitation, "admin-invitee@"),
         Domain: (domain, "admin-test.example"),
         Inbox: (inbox, "admintest@"),
         Email: (email, "Admin invoice"),
@@ -205,6 +211,8 @@ def test_secrets_and_raw_bytes_never_appear(staff: Client, world: World) -> None
     forbidden = {
         "plain key": world.plain_key,
         "key digest": key.digest,
+        "invitation link secret": world.invitation_link,
+        "invitation digest": world.objects[Invitation][0].digest,  # type: ignore[attr-defined]
         "webhook secret": world.secret,
         "encrypted secret": endpoint.secret_encrypted,
         "outbox raw bytes": OUTBOX_RAW_MARKER.decode(),
@@ -234,5 +242,5 @@ def test_keys_are_revoked_through_the_service(staff: Client, world: World) -> No
 
 
 def test_no_admin_adds_what_only_services_may_create(staff: Client) -> None:
-    for model in (ApiKey, Inbox, Email, OutboxItem, Endpoint, Event, Delivery):
+    for model in (ApiKey, Invitation, Inbox, Email, OutboxItem, Endpoint, Event, Delivery):
         assert staff.get(_url(model, "add")).status_code == 403, model.__name__

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_login_with_email_and_password() -> None:
-    workspace, _owner, _ = services.bootstrap(
+    workspace, _owner, _, _ = services.bootstrap(
         workspace_name="Acme", owner_email="Owner@Acme.test", password="s3cret-pass-9"
     )
     client = Client()

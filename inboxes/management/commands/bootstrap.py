@@ -18,17 +18,28 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--workspace", required=True)
         parser.add_argument("--owner", required=True, help="The owner's e-mail (dashboard login).")
-        parser.add_argument("--password", required=True)
+        parser.add_argument(
+            "--password",
+            required=True,
+            help="The owner's password when the account is new; an existing account keeps its "
+            "own unless --reset-password is given.",
+        )
+        parser.add_argument(
+            "--reset-password",
+            action="store_true",
+            help="Replace the password of an existing owner account with --password.",
+        )
         parser.add_argument("--domain", help="A custom domain for the workspace (catch-all off).")
         parser.add_argument("--require-approval", action="store_true")
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        workspace, owner, created = services.bootstrap(
+        workspace, owner, created, password_set = services.bootstrap(
             workspace_name=options["workspace"],
             owner_email=options["owner"],
             password=options["password"],
             require_approval=options["require_approval"],
+            reset_password=options["reset_password"],
         )
         domain = options.get("domain")
         if domain:
@@ -42,6 +53,7 @@ class Command(BaseCommand):
             "key_id": created.key.pk,
             "domain": domain,
             "owner": owner.get_username(),
+            "password_set": password_set,
             "login_url": "/login/",
         }
         if options["json"]:
@@ -49,5 +61,10 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"workspace  {workspace.name} ({workspace.pk})")
         self.stdout.write(f"owner      {owner.get_username()} (dashboard: /login/)")
+        if not password_set:
+            self.stdout.write(
+                "password   unchanged: the account existed and keeps its own "
+                "(--reset-password replaces it)"
+            )
         self.stdout.write(f"domain     {domain}")
         self.stdout.write(f"admin key  {created.plain}")
