@@ -165,10 +165,12 @@ def emit_many(changes: Sequence[Change]) -> list[Event]:
         if relinked:  # a second event of one inbox in this batch follows the first
             Event.objects.unscoped().bulk_update(relinked, ["prev_id"])  # rows made just now
         fan_out(records)  # webhook deliveries commit with their events, or not at all
+        # Registered before the in-transaction hooks run: events they emit (a forwarded copy's
+        # outbound.*) follow these in the inbox's chain, and are published after them too.
+        transaction.on_commit(lambda: _run_hooks(records))
         for event in records:
             for hook in _in_transaction:
                 hook(event)
-    transaction.on_commit(lambda: _run_hooks(records))
     return records
 
 
