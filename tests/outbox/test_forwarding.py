@@ -136,8 +136,8 @@ def owner(stack: Stack, workspace: Workspace) -> Iterator[httpx.Client]:
         yield client
 
 
-def error_of(response: httpx.Response) -> tuple[int, str]:
-    return response.status_code, response.json()["error"]["code"]
+def error_of(response: httpx.Response) -> tuple[int, str | None]:
+    return response.status_code, response.json().get("error", {}).get("code")
 
 
 def mail_in(stack: Stack, to: str, subject: str) -> bytes:
