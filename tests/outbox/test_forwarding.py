@@ -8,13 +8,16 @@ dashboard session, webhooks to a real HTTP receiver on 127.0.0.1.
 - A forwarded copy goes out from the inbox's own address, the original sender in the display
   name and in ``Reply-To``, with the loop guard; never with the original ``From``.
 - A copy waits for approval when the key that set forwarding requires it, when the workspace
-  requires it, or when that key was revoked since; a person's approval sends it.
+  requires it, when that key was revoked since, when the member who set it left, or when the
+  setter was never recorded (rows from before); a person's approval sends it as received
+  (an edit is refused: the copy's bytes are the received message's).
 - An endpoint limited to inbox A receives ``outbound.pending|sent|rejected|failed`` of A, and
   none of B's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email
 import json
 import smtplib
@@ -29,7 +32,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from apikeys import services as key_services
-from apikeys.models import Workspace
+from apikeys.models import Membership, Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from tests.factories import MembershipFactory, UserFactory
@@ -115,11 +118,11 @@ def key(workspace: Workspace) -> Callable[..., tuple[str, str]]:
     return make
 
 
-@pytest.fixture
-def owner(stack: Stack, workspace: Workspace) -> Iterator[httpx.Client]:
-    """An owner's dashboard session, signed in through ``/login/``, sending its CSRF token."""
+@contextlib.contextmanager
+def signed_in(stack: Stack, workspace: Workspace, role: str) -> Iterator[httpx.Client]:
+    """A new member's dashboard session, signed in through ``/login/``, sending its CSRF token."""
     user = UserFactory()
-    MembershipFactory(workspace=workspace, user=user, role="owner")
+    MembershipFactory(workspace=workspace, user=user, role=role)
     with httpx.Client(base_url=stack.base_url, timeout=httpx.Timeout(60, connect=5)) as client:
         client.get("/login/").raise_for_status()
         response = client.post(
@@ -133,6 +136,13 @@ def owner(stack: Stack, workspace: Workspace) -> Iterator[httpx.Client]:
         assert response.status_code == 302, response.text[:300]
         client.headers["X-CSRFToken"] = client.cookies["csrftoken"]
         client.headers["Referer"] = stack.base_url + "/"
+        client.user = user  # type: ignore[attr-defined]
+        yield client
+
+
+@pytest.fixture
+def owner(stack: Stack, workspace: Workspace) -> Iterator[httpx.Client]:
+    with signed_in(stack, workspace, "owner") as client:
         yield client
 
 
@@ -244,15 +254,16 @@ def test_forwarded_copy_goes_out_from_the_inbox(
         assert item["from"]["address"] == inbox["address"] and item["to"] == [VICTIM]
 
 
-def _revoke(stack: Stack, admin: str, key_id: str) -> None:
-    with stack.client(admin) as http:
-        assert http.delete(f"keys/{key_id}").status_code == 200
+APPROVAL_CASES = [
+    "key_requires_approval",
+    "workspace_requires_approval",
+    "setter_key_revoked",
+    "setter_member_left",
+    "set_before_setter_recorded",
+]
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["key_requires_approval", "workspace_requires_approval", "setter_key_revoked"],
-)
+@pytest.mark.parametrize("case", APPROVAL_CASES)
 def test_forwarded_copy_waits_for_approval(
     case: str,
     stack: Stack,
@@ -263,22 +274,34 @@ def test_forwarded_copy_waits_for_approval(
 ) -> None:
     admin, _ = key("admin")
     setter, setter_id = key("write", "send", require_approval=case == "key_requires_approval")
-    with stack.client(setter) as http:
-        created = http.post("inboxes", json={"local_part": f"fwd-{case}", "forward_to": VICTIM})
-        assert created.status_code == 200, created.text
-        inbox = created.json()
+    body = {"local_part": f"fwd-{case.replace('_', '-')}", "forward_to": VICTIM}
+    if case == "setter_member_left":  # set by a member through the API with their session
+        with signed_in(stack, workspace, "member") as member:
+            created = member.post("/api/v1/inboxes", json=body)
+            Membership.objects.filter(workspace=workspace, user=member.user).delete()
+    else:
+        with stack.client(setter) as http:
+            created = http.post("inboxes", json=body)
+    assert created.status_code == 200, created.text
+    inbox = created.json()
     if case == "workspace_requires_approval":  # switched on after forwarding was set
         workspace.require_approval = True
         workspace.save(update_fields=["require_approval"])
-    if case == "setter_key_revoked":
-        _revoke(stack, admin, setter_id)
+    elif case == "setter_key_revoked":
+        with stack.client(admin) as http:
+            assert http.delete(f"keys/{setter_id}").status_code == 200
+    elif case == "set_before_setter_recorded":  # a row from before setters were recorded
+        Inbox.objects.filter(pk=inbox["id"]).update(forward_set_via="", forward_set_by_key=None)
     mail_in(stack, inbox["address"], f"Wire transfer {case}")
     with stack.client(admin) as http:
         (item,) = outbox_of(http, inbox["id"])
         assert item["status"] == "pending" and item["approval_required"] is True, item
-        assert item["from"]["address"] == inbox["address"]
+        assert item["from"]["address"] == inbox["address"] and item["to"] == [VICTIM]
         assert relay.received == []  # nothing left before a person decided
-        decided = owner.post(f"/api/v1/outbox/{item['id']}/decision", json={"decision": "approve"})
+        decision = f"/api/v1/outbox/{item['id']}/decision"
+        edited = owner.post(decision, json={"decision": "approve", "text": "Pay here instead"})
+        assert error_of(edited) == (400, "validation_error")  # a forward is sent as received
+        decided = owner.post(decision, json={"decision": "approve"})
         assert decided.status_code == 200 and decided.json()["status"] == "sent", decided.text
         (relayed,) = relay.wait_for(1)
         assert_forwarded_copy(relayed, inbox["address"], f"Wire transfer {case}")
