@@ -28,8 +28,9 @@ FORWARD_TO_HELP = (
     "moment it is made: the workspace requires approval; or the setter's key required approval "
     "when it set forwarding, or requires it now; or that key has since been revoked, expired "
     "or deleted, or the member who set it has left the workspace; or forwarding was set before "
-    "the setter was recorded. Setting `forward_to` again with a current key or member makes "
-    "that one the setter. The copy goes out from the inbox's own address, never with the "
+    "the setter was recorded. Giving `forward_to` again (even unchanged) as a key or member "
+    "allowed to set it makes that one the setter. The copy goes out from the inbox's own "
+    "address, never with the "
     'original From: `From: "<original name and address> via Pigeonhole" <inbox address>`, '
     "`Reply-To:` the original sender, the rest of the message as received, and a "
     "`X-Pigeonhole-Forwarded-By` header so that a message is never forwarded twice."

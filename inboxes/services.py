@@ -213,9 +213,15 @@ def inbox_update(
     **fields: Any,
 ) -> Inbox:
     """Changes the given fields only; ``extend_minutes`` moves expiry to now + N (reactivating).
-    A changed ``forward_to`` is remembered with the ``principal`` that set it."""
-    if "forward_to" in fields and fields["forward_to"] != inbox.forward_to:
-        fields |= _forwarding(inbox.workspace, fields["forward_to"], principal)
+    A ``forward_to`` given is remembered with the ``principal`` that set it."""
+    if "forward_to" in fields:
+        same = fields["forward_to"] == inbox.forward_to
+        if principal is not None or not same:
+            try:  # given again by one who may set it: they become the setter
+                fields |= _forwarding(inbox.workspace, fields["forward_to"], principal)
+            except ForwardNeedsSend:
+                if not same:
+                    raise  # given unchanged by one who may not set it: no change, no error
     changed = [name for name, value in fields.items() if getattr(inbox, name) != value]
     for name in changed:
         setattr(inbox, name, fields[name])

@@ -233,6 +233,11 @@ def test_forwarding_outside_our_domains_needs_send(
         assert created.status_code == 200, created.text
     moved = Inbox.objects.get(pk=inbox_id)
     assert (moved.forward_set_via, moved.forward_set_by_key_id) == ("api_key", sender_id)
+    with stack.client(writer) as http:  # given unchanged by a key that may not set it
+        same = http.patch(f"inboxes/{inbox_id}", json={"forward_to": VICTIM, "name": "Again"})
+        assert same.status_code == 200 and same.json()["name"] == "Again"
+    kept = Inbox.objects.get(pk=inbox_id)
+    assert (kept.forward_set_via, kept.forward_set_by_key_id) == ("api_key", sender_id)
 
 
 # --- item 2: what goes out, and when it waits ---------------------------------------------------
