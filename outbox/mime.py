@@ -59,10 +59,13 @@ def build(
     return msg.as_bytes()
 
 
+def _one_line(text: str, limit: int) -> str:
+    return " ".join(_CONTROL.sub(" ", text).split())[:limit]
+
+
 def forward_display_name(sender_address: str, sender_name: str) -> str:
     """``Name <address> via Pigeonhole``: who sent the original, said in a display name only."""
-    sender_name = " ".join(_CONTROL.sub(" ", sender_name).split())[:150]
-    sender_address = " ".join(_CONTROL.sub(" ", sender_address).split())[:320]
+    sender_name, sender_address = _one_line(sender_name, 150), _one_line(sender_address, 320)
     if sender_name and sender_address:
         original = f"{sender_name} <{sender_address}>"
     else:
@@ -97,12 +100,12 @@ def forwarded(
     rest of the message (other headers, body, attachments) byte for byte as received."""
     crlf, lf = raw.find(b"\r\n\r\n"), raw.find(b"\n\n")
     if crlf >= 0 and (lf < 0 or crlf < lf):
-        head, rest = raw[: crlf + 2], raw[crlf + 2 :]  # rest: the blank line, then the body
+        eol, head, rest = b"\r\n", raw[: crlf + 2], raw[crlf + 2 :]  # rest: blank line, body
     elif lf >= 0:
-        head, rest = raw[: lf + 1], raw[lf + 1 :]
-    else:
+        eol, head, rest = b"\n", raw[: lf + 1], raw[lf + 1 :]
+    else:  # no body: the message's own line ends, else SMTP's
+        eol = b"\n" if b"\n" in raw and b"\r\n" not in raw else b"\r\n"
         head, rest = raw, b""
-    eol = b"\r\n" if crlf >= 0 or (lf < 0 and b"\r\n" in raw) or not raw else b"\n"
     if head and not head.endswith(b"\n"):
         head += eol
     rest = rest or eol  # no body: the header block still ends with a blank line
@@ -114,7 +117,7 @@ def forwarded(
     display = forward_display_name(sender_address, sender_name)
     ours = EmailMessage(policy=SMTP.clone(linesep=eol.decode()))
     ours["From"] = _address(display, inbox_address) or inbox_address
-    reply_to = _address(sender_name[:150], sender_address) if sender_address else None
+    reply_to = _address(_one_line(sender_name, 150), sender_address) if sender_address else None
     if reply_to is not None:
         ours["Reply-To"] = reply_to
     ours[LOOP_HEADER] = inbox_address
