@@ -7,12 +7,17 @@ address or the counters the mail services maintain.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from apikeys.models import effective_scopes
+from apikeys.principal import Principal
 from inboxes.models import Domain, Inbox
+from inboxes.services import OPERATOR_ROLE, inbox_update
 
 
 @admin.register(Domain)
@@ -73,11 +78,32 @@ class InboxAdmin(admin.ModelAdmin):
         "unread_count",
         "last_email_at",
         "expiry_notified_at",
+        "forward_set_via",
+        "forward_set_by_key",
+        "forward_set_by_user",
+        "forward_requires_approval",
         "created_at",
         "updated_at",
     ]
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
+
+    def save_model(self, request: HttpRequest, obj: Inbox, form: Any, change: bool) -> None:
+        """A changed ``forward_to`` goes through the service, with the operator as its setter
+        (copies then follow the workspace's approval setting)."""
+        if change and "forward_to" in form.changed_data:
+            forward_to = obj.forward_to or None
+            obj.forward_to = form.initial.get("forward_to")
+            super().save_model(request, obj, form, change)
+            operator = Principal(
+                workspace=obj.workspace,
+                scopes=effective_scopes(["admin"]),
+                user=request.user,
+                role=OPERATOR_ROLE,
+            )
+            inbox_update(inbox=obj, principal=operator, forward_to=forward_to)
+            return
+        super().save_model(request, obj, form, change)
 
     @admin.display(description="status")
     def status(self, inbox: Inbox) -> str:

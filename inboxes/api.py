@@ -81,13 +81,17 @@ class InboxesApi(APIView):
         responses=InboxOut,
         description="Creates an inbox; `{}` is valid. 409 address_taken, 409 no_domain, 400 "
         "invalid_domain, 403 feature_disabled (ttl_minutes null without permanent inboxes), "
-        "429 limit_reached (max_inboxes).",
+        "429 limit_reached (max_inboxes), 403 insufficient_scope (path `forward_to`) for a "
+        "`forward_to` outside the workspace's domains without the `send` scope.",
     )
     def post(self, request: Request) -> Response:
         body = InboxCreateIn(data=request.data)
         body.is_valid(raise_exception=True)
         inbox = services.inbox_create(
-            workspace=request.auth.workspace, source=Source.API, **body.validated_data
+            workspace=request.auth.workspace,
+            source=Source.API,
+            principal=request.auth,
+            **body.validated_data,
         )
         return Response(InboxOut(inbox).data)
 
@@ -108,13 +112,15 @@ class InboxApi(APIView):
         request=InboxUpdateIn,
         responses=InboxOut,
         description="Only the fields given change. `ttl_minutes: null` makes the inbox permanent; "
-        "`extend_minutes` moves expiry to now + N (400 on a permanent inbox).",
+        "`extend_minutes` moves expiry to now + N (400 on a permanent inbox). Changing "
+        "`forward_to` to an address outside the workspace's domains needs the `send` scope "
+        "(403 insufficient_scope, path `forward_to`); the caller becomes the forwarding's setter.",
     )
     def patch(self, request: Request, inbox_id: str) -> Response:
         inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
         body = InboxUpdateIn(data=request.data)
         body.is_valid(raise_exception=True)
-        inbox = services.inbox_update(inbox=inbox, **body.validated_data)
+        inbox = services.inbox_update(inbox=inbox, principal=request.auth, **body.validated_data)
         return Response(InboxOut(inbox).data)
 
     @extend_schema(

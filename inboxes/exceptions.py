@@ -1,6 +1,6 @@
 """Errors of the inboxes app."""
 
-from config.api.errors import ApiError
+from config.api.errors import ApiError, InsufficientScope
 
 
 class NoDomain(ApiError):
@@ -17,3 +17,17 @@ class AddressTaken(ApiError):
 
 class DomainInUse(ApiError):
     code, status, message = "domain_in_use", 409, "Inboxes still use this domain."
+
+
+class ForwardNeedsSend(InsufficientScope):
+    """Forwarding outside the workspace's domains sends mail out: it takes the ``send`` scope."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__("send")
+        message = (
+            f"Forwarding to {address}, outside this workspace's domains, sends mail out: it "
+            "requires the 'send' scope."
+        )
+        self.message = message
+        self.args = (message,)
+        self.issues = [{"path": "forward_to", "message": message}]

@@ -93,7 +93,11 @@ class InboxCreateForm(forms.Form):
         help_text="Addresses or domains.",
     )
     forward_to = forms.EmailField(
-        required=False, label="Forward a copy to", help_text="Each copy counts as sent mail."
+        required=False,
+        label="Forward a copy to",
+        help_text="Each copy is sent mail: it goes out from this inbox's address with the "
+        "original sender as Reply-To, and waits for approval when the workspace requires it. "
+        "An address outside this workspace's domains needs a role that may send.",
     )
 
     def __init__(self, *args: Any, workspace: Workspace, **kwargs: Any) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -58,6 +59,14 @@ class Source(models.TextChoices):
     AGENT = "agent"
 
 
+class ForwardSetter(models.TextChoices):
+    """Through what ``forward_to`` was last set (empty: before it was recorded)."""
+
+    API_KEY = "api_key"
+    SESSION = "session"  # a dashboard member (or the API through a dashboard session)
+    OPERATOR = "operator"  # the Django admin
+
+
 class Inbox(models.Model):
     """A mailbox at ``local_part@domain``. ``expires_at`` null means permanent.
 
@@ -85,6 +94,28 @@ class Inbox(models.Model):
     allow_senders = models.JSONField(default=list, blank=True)
     block_senders = models.JSONField(default=list, blank=True)
     forward_to = models.EmailField(max_length=320, null=True, blank=True)
+    # Who set forward_to, and whether they needed approval to send then: a forwarded copy
+    # follows their approval rule (outbox.services.forward_approval).
+    forward_set_via = models.CharField(
+        max_length=10, choices=ForwardSetter.choices, blank=True, default="", editable=False
+    )
+    forward_set_by_key = models.ForeignKey(
+        "apikeys.ApiKey",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    forward_set_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        editable=False,
+    )
+    forward_requires_approval = models.BooleanField(default=False, editable=False)
     source = models.CharField(max_length=12, choices=Source.choices, default=Source.API)
     email_count = models.PositiveIntegerField(default=0, editable=False)
     unread_count = models.PositiveIntegerField(default=0, editable=False)

@@ -20,6 +20,23 @@ class DomainOut(serializers.Serializer):
     default = serializers.BooleanField(help_text="Used when POST /inboxes names no domain.")
 
 
+FORWARD_TO_HELP = (
+    "Every email the inbox receives is copied to this address as an outbox item of kind forward "
+    "(null: no forwarding). An address outside the workspace's domains (its shared and custom "
+    "domains) needs the `send` scope to set or change; the key or member that set it is "
+    "remembered. Each copy waits for approval (`pending`, decided like any send) when, at the "
+    "moment it is made: the workspace requires approval; or the setter's key required approval "
+    "when it set forwarding, or requires it now; or that key has since been revoked, expired "
+    "or deleted, or the member who set it has left the workspace; or forwarding was set before "
+    "the setter was recorded. Giving `forward_to` again (even unchanged) as a key or member "
+    "allowed to set it makes that one the setter. The copy goes out from the inbox's own "
+    "address, never with the "
+    'original From: `From: "<original name and address> via Pigeonhole" <inbox address>`, '
+    "`Reply-To:` the original sender, the rest of the message as received, and a "
+    "`X-Pigeonhole-Forwarded-By` header so that a message is never forwarded twice."
+)
+
+
 def _validate_sender_rule(value: str) -> str:
     rule = value.strip().lower()
     local, at, domain = rule.lstrip("@").rpartition("@")
@@ -61,7 +78,9 @@ class _InboxFieldsIn(JsonIn):
     overflow = serializers.ChoiceField(choices=Overflow.choices, required=False)
     allow_senders = serializers.ListField(child=SenderRuleField(), max_length=500, required=False)
     block_senders = serializers.ListField(child=SenderRuleField(), max_length=500, required=False)
-    forward_to = serializers.EmailField(max_length=320, allow_null=True, required=False)
+    forward_to = serializers.EmailField(
+        max_length=320, allow_null=True, required=False, help_text=FORWARD_TO_HELP
+    )
 
 
 class InboxCreateIn(_InboxFieldsIn):
@@ -119,7 +138,7 @@ class InboxOut(serializers.Serializer):
     overflow = serializers.ChoiceField(choices=Overflow.choices)
     allow_senders = serializers.ListField(child=serializers.CharField())
     block_senders = serializers.ListField(child=serializers.CharField())
-    forward_to = serializers.CharField(allow_null=True)
+    forward_to = serializers.CharField(allow_null=True, help_text=FORWARD_TO_HELP)
     email_count = serializers.IntegerField()
     unread_count = serializers.IntegerField()
     last_email_at = serializers.DateTimeField(allow_null=True)

@@ -11,12 +11,13 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from apikeys.principal import Principal
 from config.api.errors import FeatureDisabled, LimitReached, NotFound, ValidationFailed
 from config.changes import save_changes
-from inboxes.addresses import is_valid_local_part, readable_local_part
-from inboxes.exceptions import AddressTaken, DomainInUse, InvalidDomain
-from inboxes.models import Domain, Inbox, Source
-from inboxes.selectors import domain_resolve
+from inboxes.addresses import is_valid_local_part, readable_local_part, split_address
+from inboxes.exceptions import AddressTaken, DomainInUse, ForwardNeedsSend, InvalidDomain
+from inboxes.models import Domain, ForwardSetter, Inbox, Source
+from inboxes.selectors import domain_list, domain_resolve
 from webhooks import events
 
 MAX_TTL_MINUTES = 525_600
@@ -96,6 +97,44 @@ def inbox_record(inbox: Inbox) -> dict[str, str]:
     return {"id": inbox.pk, "address": inbox.address}
 
 
+OPERATOR_ROLE = "operator"  # a Principal built by the Django admin for the signed-in operator
+
+
+def forward_is_internal(workspace: Workspace, address: str) -> bool:
+    """Whether ``address`` is on one of the workspace's own domains (shared or custom)."""
+    _, domain = split_address(address)
+    domain = (domain or "").lower().rstrip(".")
+    return bool(domain) and any(row.domain == domain for row in domain_list(workspace))
+
+
+def _forwarding(workspace: Workspace, forward_to: str | None, principal: Any) -> dict[str, Any]:
+    """The fields that remember who set ``forward_to`` (refused without ``send`` outside)."""
+    if principal is None:
+        raise TypeError("Setting forward_to needs the principal that sets it.")
+    if not forward_to:
+        return {
+            "forward_set_via": "",
+            "forward_set_by_key": None,
+            "forward_set_by_user": None,
+            "forward_requires_approval": False,
+        }
+    if not forward_is_internal(workspace, forward_to) and not principal.has("send"):
+        raise ForwardNeedsSend(forward_to)
+    if principal.key is not None:
+        via = ForwardSetter.API_KEY
+    elif principal.role == OPERATOR_ROLE:
+        via = ForwardSetter.OPERATOR
+    else:
+        via = ForwardSetter.SESSION
+    return {
+        "forward_set_via": via,
+        "forward_set_by_key": principal.key,
+        "forward_set_by_user": principal.user if principal.key is None else None,
+        # The setter's own rule; the workspace's is read when each copy is made.
+        "forward_requires_approval": bool(principal.key and principal.key.require_approval),
+    }
+
+
 def _expiry_for(workspace: Workspace, ttl_minutes: Any) -> tuple[int | None, datetime | None]:
     if ttl_minutes is UNSET:
         ttl_minutes = None if workspace.allow_permanent_inboxes else DEFAULT_TTL_MINUTES
@@ -113,10 +152,14 @@ def inbox_create(
     local_part: str | None = None,
     domain: str | None = None,
     ttl_minutes: Any = UNSET,
+    principal: Principal | None = None,
     **fields: Any,
 ) -> Inbox:
-    """A new inbox (event ``inbox.created``). ``ttl_minutes`` omitted follows the entitlement."""
+    """A new inbox (event ``inbox.created``). ``ttl_minutes`` omitted follows the entitlement;
+    a ``forward_to`` is remembered with the ``principal`` that set it."""
     resolved = domain_resolve(workspace, domain)
+    if fields.get("forward_to"):
+        fields |= _forwarding(workspace, fields["forward_to"], principal)
     ttl, expires_at = _expiry_for(workspace, ttl_minutes)
     if local_part is not None:
         local_part = local_part.strip().lower()
@@ -166,9 +209,19 @@ def inbox_update(
     inbox: Inbox,
     ttl_minutes: Any = UNSET,
     extend_minutes: int | None = None,
+    principal: Principal | None = None,
     **fields: Any,
 ) -> Inbox:
-    """Changes the given fields only; ``extend_minutes`` moves expiry to now + N (reactivating)."""
+    """Changes the given fields only; ``extend_minutes`` moves expiry to now + N (reactivating).
+    A ``forward_to`` given is remembered with the ``principal`` that set it."""
+    if "forward_to" in fields:
+        same = fields["forward_to"] == inbox.forward_to
+        if principal is not None or not same:
+            try:  # given again by one who may set it: they become the setter
+                fields |= _forwarding(inbox.workspace, fields["forward_to"], principal)
+            except ForwardNeedsSend:
+                if not same:
+                    raise  # given unchanged by one who may not set it: no change, no error
     changed = [name for name, value in fields.items() if getattr(inbox, name) != value]
     for name in changed:
         setattr(inbox, name, fields[name])

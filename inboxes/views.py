@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from apikeys.dashboard import forbidden_page, member_required
-from apikeys.principal import ROLE_SCOPES
+from apikeys.principal import ROLE_SCOPES, Principal
 from config.api.errors import ApiError, NotFound
 from config.api.pagination import paginate
 from inboxes import selectors, services
@@ -87,11 +87,19 @@ def inbox_create(request: HttpRequest) -> HttpResponse:
     if not may(request, "write"):
         return refuse(request, "create inboxes")
     workspace = request.membership.workspace  # type: ignore[attr-defined]
+    role = request.membership.role  # type: ignore[attr-defined]
     form = InboxCreateForm(request.POST or None, workspace=workspace)
     if request.method == "POST" and form.is_valid():
+        # The member is who sets forward_to, with the API scopes of their role.
+        member = Principal(
+            workspace=workspace, scopes=ROLE_SCOPES[role], user=request.user, role=role
+        )
         try:
             inbox = services.inbox_create(
-                workspace=workspace, source=Source.DASHBOARD, **form.service_fields
+                workspace=workspace,
+                source=Source.DASHBOARD,
+                principal=member,
+                **form.service_fields,
             )
         except ApiError as error:
             field = (error.issues or [{}])[0].get("path", "")

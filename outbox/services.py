@@ -16,9 +16,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from apikeys.models import ApiKey, Membership
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
-from inboxes.models import Inbox
+from inboxes.models import ForwardSetter, Inbox
 from mail.models import Email, RawMessage
 from outbox import delivery as transport
 from outbox import mime
@@ -74,6 +75,7 @@ def outbound_record(item: OutboxItem) -> dict[str, Any]:
 def _emit(item: OutboxItem, event_type: str) -> None:
     events.emit(
         workspace_id=item.workspace_id,
+        inbox_id=item.inbox_id,  # webhook inbox filters and the inbox's event chain
         type=event_type,
         data={
             "outbound": outbound_record(item),
@@ -210,6 +212,13 @@ def decide(
             raise InvalidState(f"The item is {locked.status}, not pending.")
         locked.decided_by, locked.decided_at, locked.decision_note = user, now, note
         if decision == "approve":
+            if locked.kind == Kind.FORWARD and (
+                (subject is not None and subject != locked.subject)
+                or (text is not None and text != locked.text)
+            ):
+                raise ValidationFailed.at(
+                    "text", "A forwarded copy goes out as it was received; it cannot be edited."
+                )
             if subject is not None:
                 locked.subject = subject
             if text is not None:
@@ -221,7 +230,8 @@ def decide(
                 ).first()
                 if original is not None:
                     reply = [*original.references, original.message_id]
-            locked.raw = _build(locked, [r for r in reply if r][-20:])
+            if locked.kind != Kind.FORWARD:  # a forward's bytes are the received message's
+                locked.raw = _build(locked, [r for r in reply if r][-20:])
             _mark_sent(locked)
             locked.save()
             _emit(locked, OUTBOUND_SENT)
@@ -375,27 +385,73 @@ def expire_pending(*, now: Any = None) -> int:
     return count
 
 
-def forward(*, inbox: Inbox, raw: bytes, headers: list, subject: str = "") -> OutboxItem | None:
-    """Copies a received message to the inbox's ``forward_to`` (never twice: loop guard)."""
-    if not inbox.forward_to or mime.has_loop_header(headers):
+def forward_approval(inbox: Inbox) -> str:
+    """Why a forwarded copy made now must wait for approval ("" when it need not): the
+    workspace's setting now, or the rule of whoever set ``forward_to`` (see ``FORWARD_TO_HELP``
+    in ``inboxes.serializers``, the documented contract)."""
+    if inbox.workspace.require_approval:
+        return "the workspace requires approval"
+    via = inbox.forward_set_via
+    if not via:
+        return "forwarding was set before its setter was recorded"
+    if inbox.forward_requires_approval:
+        return "the key that set forwarding requires approval"
+    if via == ForwardSetter.API_KEY:
+        key = ApiKey.objects.filter(
+            workspace_id=inbox.workspace_id, pk=inbox.forward_set_by_key_id
+        ).first()
+        if key is None:
+            return "the key that set forwarding was deleted"
+        if key.revoked_at is not None:
+            return "the key that set forwarding was revoked"
+        if key.expires_at is not None and key.expires_at <= timezone.now():
+            return "the key that set forwarding has expired"
+        if key.require_approval:
+            return "the key that set forwarding requires approval"
+    elif via == ForwardSetter.SESSION and not (
+        inbox.forward_set_by_user_id
+        and Membership.objects.filter(
+            workspace_id=inbox.workspace_id, user_id=inbox.forward_set_by_user_id
+        ).exists()
+    ):
+        return "the member who set forwarding has left the workspace"
+    return ""
+
+
+def forward(*, inbox: Inbox, email: Email, raw: bytes) -> OutboxItem | None:
+    """Copies a received message to the inbox's ``forward_to`` (never twice: loop guard), from
+    the inbox's own address; the copy waits for approval when ``forward_approval`` says so."""
+    if not inbox.forward_to or mime.has_loop_header(email.headers):
         return None
+    copy, display_name = mime.forwarded(
+        raw,
+        inbox_address=inbox.address,
+        sender_address=email.from_address,
+        sender_name=email.from_name,
+    )
+    why = forward_approval(inbox)
     item = OutboxItem(
         workspace_id=inbox.workspace_id,
         inbox=inbox,
+        key_id=inbox.forward_set_by_key_id,
         kind=Kind.FORWARD,
         from_address=inbox.address,
-        from_name=inbox.name,
+        from_name=display_name,
         to=[inbox.forward_to],
-        subject="",
+        subject=email.subject,
+        text=email.text,
+        html=email.html,
         status=Status.PENDING,
-        reason="forward_to",
-        message_id="",
-        raw=mime.with_loop_header(raw, inbox.address),
+        approval_required=bool(why),
+        reason=f"forward_to; waits for approval: {why}" if why else "forward_to",
+        message_id=email.message_id,
+        raw=copy,
     )
     with transaction.atomic():
-        _mark_sent(item)
+        if not why:
+            _mark_sent(item)
         item.save()
-        _emit(item, OUTBOUND_SENT)
+        _emit(item, OUTBOUND_PENDING if why else OUTBOUND_SENT)
     return item
 
 
@@ -406,13 +462,17 @@ def forward_received(event: Any) -> None:
         return
     inbox = getattr(event, "hints", {}).get("inbox")
     if inbox is None:
-        inbox = Inbox.objects.filter(workspace_id=event.workspace_id, pk=event.inbox_id).first()
+        inbox = (
+            Inbox.objects.filter(workspace_id=event.workspace_id, pk=event.inbox_id)
+            .select_related("workspace")
+            .first()
+        )
     if inbox is None or not inbox.forward_to:
         return
     email_id = event.data["email"]["id"]
     email = (
         Email.objects.filter(workspace_id=event.workspace_id, pk=email_id)
-        .only("headers", "subject")
+        .only("headers", "subject", "from_address", "from_name", "text", "html", "message_id")
         .first()
     )
     raw = (
@@ -421,4 +481,4 @@ def forward_received(event: Any) -> None:
         .first()
     )
     if email is not None and raw is not None:
-        forward(inbox=inbox, raw=bytes(raw), headers=email.headers, subject=email.subject)
+        forward(inbox=inbox, email=email, raw=bytes(raw))

@@ -244,3 +244,23 @@ def test_keys_are_revoked_through_the_service(staff: Client, world: World) -> No
 def test_no_admin_adds_what_only_services_may_create(staff: Client) -> None:
     for model in (ApiKey, Invitation, Inbox, Email, OutboxItem, Endpoint, Event, Delivery):
         assert staff.get(_url(model, "add")).status_code == 403, model.__name__
+
+
+def test_forward_to_changed_in_the_admin_records_the_operator(staff: Client, world: World) -> None:
+    """The admin edits forward_to through the service: the operator becomes the setter, so that
+    forwarded copies follow the workspace's approval setting, never an earlier setter's."""
+    inbox: Inbox = world.objects[Inbox][0]  # type: ignore[assignment]
+    Inbox.objects.filter(pk=inbox.pk).update(forward_to="old@elsewhere.example")
+    page = staff.get(_url(Inbox, "change", inbox.pk))
+    form = page.context["adminform"].form
+    data = {
+        name: form[name].value() if form[name].value() is not None else "" for name in form.fields
+    }
+    data["forward_to"] = "new@elsewhere.example"
+    response = staff.post(_url(Inbox, "change", inbox.pk), data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    inbox.refresh_from_db()
+    operator = response.wsgi_request.user
+    assert inbox.forward_to == "new@elsewhere.example"
+    assert (inbox.forward_set_via, inbox.forward_set_by_user_id) == ("operator", operator.pk)
+    assert inbox.forward_set_by_key_id is None and inbox.forward_requires_approval is False

@@ -105,6 +105,13 @@ class Change:
     inbox_id: str = ""
     hints: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # An event whose data names an inbox belongs to that inbox, whoever emits it: it is
+        # chained with the inbox's events and webhook inbox filters apply to it.
+        inbox = self.data.get("inbox")
+        if not self.inbox_id and isinstance(inbox, dict) and isinstance(inbox.get("id"), str):
+            self.inbox_id = inbox["id"]
+
 
 def emit(
     *,
@@ -158,10 +165,12 @@ def emit_many(changes: Sequence[Change]) -> list[Event]:
         if relinked:  # a second event of one inbox in this batch follows the first
             Event.objects.unscoped().bulk_update(relinked, ["prev_id"])  # rows made just now
         fan_out(records)  # webhook deliveries commit with their events, or not at all
+        # Registered before the in-transaction hooks run: events they emit (a forwarded copy's
+        # outbound.*) follow these in the inbox's chain, and are published after them too.
+        transaction.on_commit(lambda: _run_hooks(records))
         for event in records:
             for hook in _in_transaction:
                 hook(event)
-    transaction.on_commit(lambda: _run_hooks(records))
     return records
 
 
@@ -194,26 +203,28 @@ def outbox_group(item_id: str) -> str:
     return f"outbox.{item_id}"
 
 
-def _group_of(event: Event) -> str | None:
-    if event.inbox_id:
-        return inbox_group(event.inbox_id)
+def _groups_of(event: Event) -> list[str]:
+    """Where an event's wake-up goes: its inbox's listeners (the chain stays whole for them)
+    and, for an outbound event, the waiters on that outbox item."""
+    groups = [inbox_group(event.inbox_id)] if event.inbox_id else []
     if event.type.startswith("outbound.") and "outbound" in event.data:
-        return outbox_group(event.data["outbound"]["id"])
-    return None
+        groups.append(outbox_group(event.data["outbound"]["id"]))
+    return groups
 
 
 @on_event
 def wake_listeners(records: Sequence[Event]) -> None:
-    """Publishes each event to its inbox's (or outbox item's) group on the channel layer, in
-    order: from a thread, with Redis, as one pipeline of ``PUBLISH`` commands sent from that
-    thread (``config.layers.PubSubLayer``); else the whole batch in one hop to the event loop."""
+    """Publishes each event to its inbox's group (an outbound event also to its outbox item's)
+    on the channel layer, in order: from a thread, with Redis, as one pipeline of ``PUBLISH``
+    commands sent from that thread (``config.layers.PubSubLayer``); else the whole batch in one
+    hop to the event loop."""
     layer = get_channel_layer()
     if layer is None:
         return
     messages = [
         (group, {**wake_message(event), "group": group})
         for event in records
-        if (group := _group_of(event)) is not None
+        for group in _groups_of(event)
     ]
     if not messages:
         return

@@ -382,3 +382,19 @@ def test_raw_source_and_attachment_downloads_are_safe(page, team: Team) -> None:
     assert download.headers["content-disposition"].startswith("attachment")
     assert "evil.html" in download.headers["content-disposition"]
     assert "sandbox" in download.headers["content-security-policy"]
+
+
+def test_forwarding_set_in_the_dashboard_remembers_the_member(page, team: Team) -> None:
+    """The member who sets forward_to in the create form is its setter: a forwarded copy follows
+    their approval rule (and waits once they have left the workspace)."""
+    login(page, "member@acme.test")
+    page.goto("/inboxes/new/")
+    page.get_by_label("Local part").fill("forwards")
+    page.get_by_label("Forward a copy to").fill("me@elsewhere.example")
+    expect(page.get_by_text("goes out from this inbox's address")).to_be_visible()
+    page.get_by_role("button", name="Create inbox").click()
+    expect(page.get_by_role("heading", name="forwards@pigeonhole.test")).to_be_visible()
+    inbox = Inbox.objects.get(address="forwards@pigeonhole.test")
+    assert inbox.forward_to == "me@elsewhere.example"
+    assert (inbox.forward_set_via, inbox.forward_set_by_user_id) == ("session", team.member.pk)
+    assert inbox.forward_set_by_key_id is None and inbox.forward_requires_approval is False

@@ -10,7 +10,9 @@ import time_machine
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from apikeys import services as key_services
 from apikeys.models import Workspace
+from apikeys.principal import Principal
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline
@@ -292,21 +294,26 @@ def test_pending_items_expire(api: Api, approvals: Workspace, inbox: Inbox, sink
 
 
 def test_forward_to_and_loop_guard(workspace: Workspace, sink: Sink) -> None:
+    created = key_services.api_key_create(workspace=workspace, name="setter", scopes=["admin"])
+    setter = Principal(workspace=workspace, scopes=created.key.effective_scopes, key=created.key)
     a = inbox_services.inbox_create(workspace=workspace, local_part="a")
     b = inbox_services.inbox_create(workspace=workspace, local_part="b", forward_to=None)
-    inbox_services.inbox_update(inbox=a, forward_to=b.address)
-    inbox_services.inbox_update(inbox=b, forward_to=a.address)  # a loop, on purpose
+    inbox_services.inbox_update(inbox=a, principal=setter, forward_to=b.address)
+    inbox_services.inbox_update(inbox=b, principal=setter, forward_to=a.address)  # a loop
     external = inbox_services.inbox_create(
-        workspace=workspace, local_part="c", forward_to="me@elsewhere.example"
+        workspace=workspace, local_part="c", principal=setter, forward_to="me@elsewhere.example"
     )
     pipeline.receive_one(message(to=a.address, subject="Ping"), to=a.address)
     assert Email.objects.filter(inbox=a).count() == 1
     copy = Email.objects.get(inbox=b)
     assert copy.subject == "Ping" and any(h[0] == "X-Pigeonhole-Forwarded-By" for h in copy.headers)
+    assert copy.from_address == a.address  # from the forwarding inbox, never the original From
     assert OutboxItem.objects.filter(kind="forward").count() == 1  # b did not forward it back
     pipeline.receive_one(message(to=external.address, subject="Out"), to=external.address)
     forwarded = OutboxItem.objects.get(inbox=external)
+    # Set by a key that needs no approval, in a workspace that needs none: sent at once.
     assert forwarded.status == "sent" and forwarded.approval_required is False
+    assert forwarded.key_id == created.key.pk
     assert sink.received[0][1] == ["me@elsewhere.example"]
 
 

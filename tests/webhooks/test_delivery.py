@@ -367,3 +367,26 @@ def test_private_target_refused_at_send_time(
     attempt = Delivery.objects.get().attempts.get()
     assert attempt.status_code is None and attempt.error.startswith("refused:")
     assert receiver.requests == []
+
+
+def test_an_event_that_names_an_inbox_is_filtered_by_it(
+    api: Api, receiver: Receiver, workspace: Workspace, inbox: Inbox
+) -> None:
+    """Whoever emits it, an event whose data names an inbox carries that inbox's id (the field
+    the inbox filter reads) and joins its chain, even when the emitter did not pass it."""
+    from webhooks import events
+
+    other = inbox_services.inbox_create(workspace=workspace, local_part="unhooked")
+    limited = endpoint(api, receiver, events=["inbox.expired"], inbox_ids=[inbox.pk])
+    emitted = [
+        events.emit(
+            workspace_id=workspace.pk,
+            type="inbox.expired",
+            data={"inbox": {"id": target.pk, "address": target.address}},
+        )
+        for target in (inbox, other)
+    ]
+    assert [event.inbox_id for event in emitted] == [inbox.pk, other.pk]
+    assert emitted[0].prev_id is not None  # after the inbox's inbox.created
+    rows = Delivery.objects.filter(endpoint_id=limited["id"])
+    assert [json.loads(row.body)["data"]["inbox"]["id"] for row in rows] == [inbox.pk]
