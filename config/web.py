@@ -14,7 +14,9 @@ close), and a header section over 16 KiB, more than 500 header fields or malform
 ``uri_too_long``, 431 ``headers_too_large``, 400 ``bad_request``), and the connection is closed
 the way HTTP servers close on a client that is still sending: our side is shut after the answer,
 and what the client still sends is read and dropped for a few seconds, so that its kernel does
-not throw the answer away when it learns that we closed (a reset).
+not throw the answer away when it learns that we closed (a reset). daphne's own refusals (a
+header value with control characters, a path that is not ASCII) were an HTML page: the envelope
+too.
 
 This module is the one place that uses daphne's and Twisted's internals (house style): the
 versions it was written against are pinned in ``pyproject.toml`` and
@@ -31,7 +33,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from daphne.cli import CommandLineInterface
-from daphne.http_protocol import HTTPFactory
+from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.server import Server
 from twisted.web import http
 
@@ -73,10 +75,40 @@ def redacting(action_logger: Callable[[str, str, dict[str, Any]], None]) -> Call
     return log
 
 
+class Request(WebRequest):
+    """daphne's request, whose own error answers are the envelope too: a header value or path
+    it refuses (400), and under /api/ an application that failed or timed out (5xx). Elsewhere
+    those stay daphne's HTML page, as Django's handler500 keeps its page outside /api/."""
+
+    def basic_error(self, status: int, status_text: bytes, body: str) -> None:
+        if status >= 500 and not self.path.startswith(b"/api/"):
+            super().basic_error(status, status_text, body)
+            return
+        error = BadRequest(f"{body}.") if status < 500 else ApiError()
+        content = json.dumps(envelope(error.code, error.message)).encode()
+        headers = [
+            (b"Content-Type", b"application/json"),
+            (b"Content-Length", str(len(content)).encode()),
+            (b"X-Content-Type-Options", b"nosniff"),
+        ]
+        self.handle_reply({"type": "http.response.start", "status": status, "headers": headers})
+        self.handle_reply({"type": "http.response.body", "body": content})
+
+
 class Channel(http.HTTPChannel):
     """Twisted's HTTP/1.1 connection, answering the requests it refuses in the envelope."""
 
     _refused = False
+
+    @property
+    def requestFactory(self) -> type[Request]:
+        return Request
+
+    @requestFactory.setter
+    def requestFactory(self, factory: type) -> None:
+        """daphne's factory sets its ``WebRequest`` on every connection: ours extends it."""
+        if not issubclass(Request, factory):
+            raise TypeError(f"config.web.Request does not extend {factory!r}")
 
     def _refuse(self, error: ApiError) -> None:
         """Answers ``error`` and closes: our side at once, the client's when it stops sending."""
@@ -146,7 +178,7 @@ def channel_protocol() -> Any:
 
 
 class RedactingServer(Server):
-    """daphne's server with the redacting access log and the refusing :class:`Channel`."""
+    """daphne's server with the redacting access log, :class:`Channel` and :class:`Request`."""
 
     def __init__(self, *args: Any, action_logger: Any = None, **kwargs: Any) -> None:
         access = redacting(action_logger) if action_logger is not None else None

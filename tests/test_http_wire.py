@@ -120,6 +120,31 @@ REFUSED: list[tuple[str, bytes, int, str]] = [
         400,
         "bad_request",
     ),
+    # daphne's own refusals, once Twisted has read the request
+    (
+        "a header value with a control character",
+        get(request_line_of(100), b"X-A: a\x0bb\r\nConnection: close\r\n"),
+        400,
+        "bad_request",
+    ),
+    (
+        "a header name with a parenthesis",
+        get(request_line_of(100), b"X(A): b\r\nConnection: close\r\n"),
+        400,
+        "bad_request",
+    ),
+    (
+        "a path that is not ASCII",
+        get(b"GET /api/v1/\xff HTTP/1.1", b"Connection: close\r\n"),
+        400,
+        "bad_request",
+    ),
+    (
+        "a query string that is not ASCII",
+        get(b"GET /api/v1/inboxes?x=\xff HTTP/1.1", b"Connection: close\r\n"),
+        400,
+        "bad_request",
+    ),
     (
         "malformed chunked body",
         b"POST /api/v1/inboxes HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
@@ -178,12 +203,12 @@ def test_daphne_and_twisted_are_the_versions_config_web_was_written_against() ->
 
 
 def test_the_internals_config_web_relies_on_are_still_there() -> None:
-    from daphne.http_protocol import HTTPFactory
+    from daphne.http_protocol import HTTPFactory, WebRequest
     from daphne.server import Server
     from twisted.protocols.basic import LineReceiver
     from twisted.web import http
 
-    from config.web import Channel, RedactingServer, channel_protocol
+    from config.web import Channel, RedactingServer, Request, channel_protocol
 
     channel = http.HTTPChannel
     # Twisted's refusals, the counters it checks before them, and its limits.
@@ -202,10 +227,17 @@ def test_the_internals_config_web_relies_on_are_still_there() -> None:
     assert "self.http_factory = HTTPFactory(self)" in run, "daphne makes its factory elsewhere"
     assert "ep.listen(self.http_factory)" in run
     assert issubclass(HTTPFactory, http.HTTPFactory)
+    # daphne gives each connection its WebRequest, whose error page we replace.
+    assert "protocol.requestFactory = WebRequest" in inspect.getsource(HTTPFactory.buildProtocol)
+    basic_error = inspect.signature(WebRequest.basic_error).parameters
+    assert list(basic_error) == ["self", "status", "status_text", "body"]
+    assert "self.basic_error(400" in inspect.getsource(WebRequest.process)
     # Our channel is what a connection of the server gets.
     wrapper = channel_protocol()
     assert isinstance(wrapper, http._GenericHTTPChannelProtocol)
     assert isinstance(wrapper._channel, Channel)
+    wrapper.requestFactory = WebRequest  # what daphne's factory does
+    assert wrapper._channel.requestFactory is Request
     server = RedactingServer(application=None, endpoints=["tcp:port=0"])
     server.http_factory = HTTPFactory(server)
     assert server.http_factory.protocol is channel_protocol
