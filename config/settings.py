@@ -314,7 +314,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["apikeys.permissions.HasScope"],
     "DEFAULT_THROTTLE_CLASSES": ["apikeys.throttling.KeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "config.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.api.schema.ScopedAutoSchema",
     "UNAUTHENTICATED_USER": None,

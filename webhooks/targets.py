@@ -75,6 +75,7 @@ _EMBEDS_V4 = tuple(
 _PRIVATE_ZONES = ("localhost", "local", "home.arpa", "internal")
 _LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)\Z")
 _INET_ATON_CHARS = frozenset("0123456789abcdefx.")
+PORT_RANGE = "The port must be a number from 1 to 65535."
 
 
 class TargetRefused(Exception):
@@ -111,17 +112,25 @@ def split(url: str) -> tuple[str, str, int, str]:
     """(scheme, host, port, path) of an http(s) URL, or TargetRefused."""
     try:
         parts = urlsplit(url)
-        port = parts.port
     except ValueError as exc:
         raise TargetRefused(f"Not a valid URL: {exc}.") from None
+    try:
+        port = parts.port
+    except ValueError:  # not ASCII digits, or above 65535
+        raise TargetRefused(PORT_RANGE) from None
     if parts.scheme not in ("http", "https"):
         raise TargetRefused("Only http and https URLs are allowed.")
     if not parts.hostname:
         raise TargetRefused("The URL has no host.")
     if parts.username or parts.password:
         raise TargetRefused("Credentials in the URL are not allowed.")
+    if port == 0:
+        # No server listens on port 0, and ``port or default`` took it for the scheme's default
+        # port: the URL said one thing and the sender called another.
+        raise TargetRefused(PORT_RANGE)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path
+    default = 443 if parts.scheme == "https" else 80
+    return parts.scheme, parts.hostname, default if port is None else port, path
 
 
 def _private_name(name: str) -> bool:

@@ -53,6 +53,10 @@ class InvalidJson(ApiError):
     code, status, message = "invalid_json", 400, "The request body is not valid JSON."
 
 
+class BadRequest(ApiError):
+    code, status, message = "bad_request", 400, "The request is not valid HTTP/1.1."
+
+
 class Unauthorized(ApiError):
     code, status, message = "unauthorized", 401, "A valid API key is required."
 
@@ -88,6 +92,10 @@ class PayloadTooLarge(ApiError):
     code, status, message = "payload_too_large", 413, "The request body is too large."
 
 
+class UriTooLong(ApiError):
+    code, status, message = "uri_too_long", 414, "The request line is too long."
+
+
 class UnsupportedMediaType(ApiError):
     code, status, message = "unsupported_media_type", 415, "Send the body as application/json."
 
@@ -98,6 +106,10 @@ class RateLimited(ApiError):
 
 class LimitReached(ApiError):
     code, status, message = "limit_reached", 429, "A quota of the workspace is reached."
+
+
+class HeadersTooLarge(ApiError):
+    code, status, message = "headers_too_large", 431, "The request's header fields are too large."
 
 
 def envelope(code: str, message: str, issues: list[dict[str, str]] | None = None) -> dict:

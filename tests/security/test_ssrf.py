@@ -175,6 +175,15 @@ REFUSED: list[tuple[str, str]] = [
     ("fragment before @", "http://127.0.0.1#@hooks.example.com/hook"),
     ("percent-encoded host", "http://%31%32%37.0.0.1/hook"),
     ("hex spelled with a trailing dot", "http://0x7f.1./hook"),
+    # ports that are no port (issue 23: port 0 was taken for the scheme's default port and called)
+    ("port 0, public address", f"http://{PUBLIC}:0/hook"),
+    ("port 0, public name", "https://hooks.example.com:0/hook"),
+    ("port 0 written 00", "http://hooks.example.com:00/hook"),
+    ("port 0, IPv6 public address", f"http://[{PUBLIC_V6}]:0/hook"),
+    ("port above 65535", "http://hooks.example.com:65536/hook"),
+    ("port far above 65535", f"http://{PUBLIC}:4294967376/hook"),
+    ("port with a sign", "http://hooks.example.com:+80/hook"),
+    ("port in non-ASCII digits", "http://hooks.example.com:\u0668\u0660/hook"),
 ]
 
 
