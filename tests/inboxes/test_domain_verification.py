@@ -16,6 +16,9 @@ from io import StringIO
 import pytest
 import time_machine
 from django.core.management import CommandError, call_command
+from django.http import HttpResponse
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 
 from apikeys import services as key_services
@@ -26,6 +29,7 @@ from mail.models import Email
 from outbox.delivery import split_recipients
 from tests.conftest import Api, error_of
 from tests.dns_server import DnsServer, verified_domain
+from tests.factories import UserFactory
 from tests.live import Stack
 from tests.mail.messages import message
 
@@ -288,3 +292,61 @@ def test_operator_vouched_domains_are_not_taken_away(
     dns_server.publish(domain.record_name, domain.record_value)
     domain = services.domain_check(domain=domain)
     assert domain.verified is True and domain.verified_at is not None  # now proven by DNS
+
+
+def _admin_add(client: Client, workspace: Workspace, name: str, **extra: str) -> HttpResponse:
+    data = {"workspace": workspace.pk, "domain": name, **extra}
+    return client.post(reverse("admin:inboxes_domain_add"), data)
+
+
+def test_the_admin_refuses_subdomains_of_shared_domains_and_vouches(
+    client: Client, workspace: Workspace, dns_server: DnsServer
+) -> None:
+    client.force_login(UserFactory(is_staff=True, is_superuser=True))
+    answer = _admin_add(client, workspace, "mail.pigeonhole.test")
+    assert answer.status_code == 200 and "subdomain" in answer.content.decode()
+    assert not Domain.objects.exists()
+    answer = _admin_add(client, workspace, "ops.example", verified="on")
+    assert answer.status_code == 302
+    domain = Domain.objects.get(domain="ops.example")
+    assert domain.verified is True and domain.verified_at is None  # vouched for, not proven
+    other = Workspace.objects.create(name="other")
+    answer = _admin_add(client, other, "ops.example", verified="on")
+    assert answer.status_code == 200 and "Another workspace has this domain verified" in (
+        answer.content.decode()
+    )
+    # The admin action looks the record up like the dashboard does.
+    dns_server.publish(domain.record_name, domain.record_value)
+    client.post(
+        reverse("admin:inboxes_domain_changelist"),
+        {"action": "check_now", "_selected_action": [domain.pk]},
+    )
+    domain.refresh_from_db()
+    assert domain.last_check_result == "found" and domain.verified_at is not None
+
+
+def test_the_upgrade_keeps_existing_domains_receiving(transactional_db: None) -> None:
+    """0002_domain_verification on a database with custom domains: each keeps receiving
+    (vouched for, with a token of its own), except a shared domain's subdomain."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = [("inboxes", "0001_initial")], [("inboxes", "0002_domain_verification")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    workspace = old.get_model("apikeys", "Workspace").objects.create(name="Upgraded")
+    for name in ("one.example", "two.example", "sub.pigeonhole.test"):
+        old.get_model("inboxes", "Domain").objects.create(
+            id=f"dom_{name}", workspace_id=workspace.pk, domain=name
+        )
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(after)
+    rows = {d.domain: d for d in Domain.objects.filter(workspace_id=workspace.pk)}
+    assert {name: (d.verified, d.verified_at) for name, d in rows.items()} == {
+        "one.example": (True, None),
+        "two.example": (True, None),
+        "sub.pigeonhole.test": (False, None),
+    }
+    assert len({d.verification_token for d in rows.values()}) == 3
