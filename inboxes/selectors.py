@@ -14,7 +14,7 @@ from django.utils import timezone
 from apikeys.models import Workspace
 from config.api.errors import NotFound
 from config.rows import placeholders, select_rows
-from inboxes.addresses import canonical_address
+from inboxes.addresses import canonical_address, is_under
 from inboxes.exceptions import InvalidDomain, NoDomain
 from inboxes.models import Domain, Inbox
 
@@ -196,7 +196,10 @@ def inboxes_locked(ids: Sequence[str]) -> dict[str, Inbox]:
 
 
 def catch_all_domain(domain: str) -> Domain | None:
-    """The verified catch-all custom domain with this name, if any."""
+    """The verified catch-all custom domain with this name, if any (never a shared domain or
+    a subdomain of one, even if an operator made a custom domain's name shared later)."""
+    if is_under(domain, settings.INBOX_DOMAINS):
+        return None
     return (
         Domain.objects.unscoped()
         .select_related("workspace")

@@ -9,6 +9,7 @@ No cache: a record just published is seen at the next check.
 from __future__ import annotations
 
 import ipaddress
+import logging
 from dataclasses import dataclass
 
 import dns.exception
@@ -18,6 +19,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from inboxes.models import CheckResult
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,13 @@ def _text(rdata: object) -> str:
 def lookup(record_name: str, expected: str) -> Lookup:
     """Whether ``record_name`` has a TXT record whose value is exactly ``expected``."""
     try:
+        resolver = _resolver()
+    except ImproperlyConfigured as error:  # the operator's to fix; the domain stays as it is
+        logger.error("%s", error)
+        return Lookup(CheckResult.DNS_ERROR, f"{error}"[:500])
+    try:
         name = dns.name.from_text(record_name)
-        answer = _resolver().resolve(name, "TXT", search=False, raise_on_no_answer=False)
+        answer = resolver.resolve(name, "TXT", search=False, raise_on_no_answer=False)
     except dns.resolver.NXDOMAIN:
         return Lookup(CheckResult.MISSING, f"{record_name} does not exist.")
     except dns.exception.Timeout:

@@ -350,3 +350,29 @@ def test_the_upgrade_keeps_existing_domains_receiving(transactional_db: None) ->
         "sub.pigeonhole.test": (False, None),
     }
     assert len({d.verification_token for d in rows.values()}) == 3
+
+
+@pytest.mark.parametrize("value", ["dns.example:53", "127.0.0.1:99999", "127.0.0.1:x"])
+def test_a_bad_dns_resolver_setting_is_a_dns_error_that_says_so(
+    api: Api, workspace: Workspace, settings, value: str
+) -> None:  # type: ignore[no-untyped-def]
+    verified_domain(workspace, "configured.example")
+    settings.DNS_RESOLVER = value
+    body = api.call("POST", "domains/configured.example/verify").json()
+    assert body["verified"] is True  # unchanged
+    assert body["verification"]["result"] == "dns_error"
+    assert "DNS_RESOLVER" in body["verification"]["detail"]
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("127.0.0.1:5353", ("127.0.0.1", 5353)),
+        ("[::1]:53", ("::1", 53)),
+        ("10.0.0.2", ("10.0.0.2", 53)),
+    ],
+)
+def test_dns_resolver_forms(value: str, parsed: tuple[str, int]) -> None:
+    from inboxes.verification import parse_resolver
+
+    assert parse_resolver(value) == parsed
