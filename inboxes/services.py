@@ -17,7 +17,7 @@ from config.changes import save_changes
 from inboxes import verification
 from inboxes.addresses import DOMAIN_RE, is_under, is_valid_local_part, readable_local_part
 from inboxes.exceptions import AddressTaken, DomainInUse, InvalidDomain
-from inboxes.models import CheckResult, Domain, Inbox, Source
+from inboxes.models import VERIFICATION_LABEL, CheckResult, Domain, Inbox, Source
 from inboxes.selectors import domain_resolve
 from webhooks import events
 
@@ -31,6 +31,8 @@ def domain_name_clean(domain: str) -> str:
     name = domain.strip().lower().rstrip(".")
     if not DOMAIN_RE.match(name):
         raise ValidationFailed.at("domain", "Not a domain name.")
+    if len(f"{VERIFICATION_LABEL}.{name}") > 253:  # its TXT record's name must be a name too
+        raise ValidationFailed.at("domain", "Too long to carry its verification record.")
     if is_under(name, settings.INBOX_DOMAINS):
         raise InvalidDomain(
             f"'{name}' is a shared domain of this instance or a subdomain of one: it cannot be "

@@ -7,6 +7,7 @@ process asks (``DNS_RESOLVER``) and whose records the test publishes and withdra
 
 from __future__ import annotations
 
+import json
 import smtplib
 import socket
 from collections.abc import Iterator
@@ -376,3 +377,37 @@ def test_dns_resolver_forms(value: str, parsed: tuple[str, int]) -> None:
     from inboxes.verification import parse_resolver
 
     assert parse_resolver(value) == parsed
+
+
+def test_bootstrap_prints_the_record_or_vouches_with_verified(db: None) -> None:
+    def bootstrap(*extra: str) -> dict:
+        out = StringIO()
+        call_command(
+            "bootstrap",
+            "--workspace",
+            "Ops",
+            "--owner",
+            "ops@example.com",
+            "--password",
+            "pw-12345678",
+            "--json",
+            *extra,
+            stdout=out,
+        )
+        return json.loads(out.getvalue())
+
+    pending = bootstrap("--domain", "later.example")
+    row = Domain.objects.get(domain="later.example")
+    assert pending["domain_verification"] == f"{row.record_name} TXT {row.record_value}"
+    assert row.verified is False
+    vouched = bootstrap("--domain", "ops.example", "--verified")
+    assert vouched["domain_verification"] is None
+    assert Domain.objects.get(domain="ops.example").verified is True
+
+
+def test_a_name_too_long_for_its_record_is_refused(workspace: Workspace) -> None:
+    name = ".".join(["a" * 60] * 4) + ".example"  # 251 characters: a name, but not its record's
+    with pytest.raises(Exception) as refused:
+        services.domain_add(workspace=workspace, domain=name)
+    assert getattr(refused.value, "code", None) == "validation_error"
+    assert "verification record" in str(refused.value)
