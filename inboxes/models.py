@@ -31,6 +31,7 @@ class CheckResult(models.TextChoices):
     MISSING = "missing"  # the name has no such record (an answer, not a failure)
     DNS_ERROR = "dns_error"  # no answer (time-out, SERVFAIL): never changes ``verified``
     CONFLICT = "conflict"  # the record is there, but another workspace verified the domain
+    REFUSED = "refused"  # a shared domain or a subdomain of one: never a custom domain
 
 
 class Domain(models.Model):

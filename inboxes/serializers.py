@@ -39,7 +39,8 @@ class DomainVerificationOut(serializers.Serializer):
         help_text="The last check's outcome: `found`; `missing` (the name has no such record: a "
         "verified domain stops receiving after DOMAIN_UNVERIFY_AFTER such checks in a row, "
         "default 3); `dns_error` (no answer; changes nothing); `conflict` (another workspace "
-        "verified the name first). Null before the first check.",
+        "verified the name first); `refused` (a shared domain or a subdomain of one, claimed "
+        "before that was refused: never a custom domain). Null before the first check.",
     )
     detail = serializers.CharField(help_text="The last check's outcome in words.")
 

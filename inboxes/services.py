@@ -80,7 +80,14 @@ def domain_check(*, domain: Domain) -> Domain:
     verified when its record is found, and a verified one stops receiving after
     ``DOMAIN_UNVERIFY_AFTER`` checks in a row that found it missing (a DNS failure counts
     neither way: a resolver outage must not stop mail)."""
-    found = verification.lookup(domain.record_name, domain.record_value)
+    if is_under(domain.domain, settings.INBOX_DOMAINS):  # a claim from before the rule
+        found = verification.Lookup(
+            CheckResult.REFUSED,
+            f"{domain.domain} is a shared domain of this instance or a subdomain of one: it "
+            "cannot be a custom domain.",
+        )
+    else:
+        found = verification.lookup(domain.record_name, domain.record_value)
     with transaction.atomic():
         row = (
             Domain.objects.select_for_update()
@@ -96,6 +103,8 @@ def domain_check(*, domain: Domain) -> Domain:
             _found(row, now)
         elif found.result == CheckResult.MISSING:
             _missing(row)
+        elif found.result == CheckResult.REFUSED:
+            row.verified = False
         fields = ["last_checked_at", "last_check_result", "last_check_detail", "failed_checks"]
         try:
             with transaction.atomic():

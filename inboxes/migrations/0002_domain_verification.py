@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='domain',
             name='last_check_result',
-            field=models.CharField(blank=True, choices=[('found', 'Found'), ('missing', 'Missing'), ('dns_error', 'Dns Error'), ('conflict', 'Conflict')], default='', editable=False, max_length=12),
+            field=models.CharField(blank=True, choices=[('found', 'Found'), ('missing', 'Missing'), ('dns_error', 'Dns Error'), ('conflict', 'Conflict'), ('refused', 'Refused')], default='', editable=False, max_length=12),
         ),
         migrations.AddField(
             model_name='domain',

@@ -411,3 +411,17 @@ def test_a_name_too_long_for_its_record_is_refused(workspace: Workspace) -> None
         services.domain_add(workspace=workspace, domain=name)
     assert getattr(refused.value, "code", None) == "validation_error"
     assert "verification record" in str(refused.value)
+
+
+def test_a_claim_under_a_shared_domain_from_before_never_verifies(
+    workspace: Workspace, dns_server: DnsServer
+) -> None:
+    """A row made before the rule (the migration leaves it unverified) stays unverified, even
+    with a record published."""
+    legacy = Domain.objects.create(workspace=workspace, domain="sub.pigeonhole.test", verified=True)
+    dns_server.publish(legacy.record_name, legacy.record_value)
+    legacy = services.domain_check(domain=legacy)
+    assert (legacy.verified, legacy.last_check_result) == (False, "refused")
+    assert not selectors.inboxes_receiving(
+        {"x": Inbox(workspace=workspace, domain="sub.pigeonhole.test")}
+    )
