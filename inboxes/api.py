@@ -78,8 +78,7 @@ class DomainVerifyApi(APIView):
     def post(self, request: Request, domain: str) -> Response:
         workspace = request.auth.workspace
         row = services.domain_check(domain=selectors.domain_get(workspace, domain))
-        info = next(d for d in selectors.domain_list(workspace) if d.row and d.row.pk == row.pk)
-        return Response(DomainOut(info).data)
+        return Response(DomainOut(selectors.domain_info(workspace, row)).data)
 
 
 class InboxesApi(APIView):

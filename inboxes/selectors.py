@@ -43,6 +43,15 @@ def domain_list(workspace: Workspace) -> list[DomainInfo]:
     return rows
 
 
+def domain_info(workspace: Workspace, domain: Domain) -> DomainInfo:
+    """One custom domain of the workspace as ``domain_list`` shows it."""
+    for info in domain_list(workspace):
+        if info.row is not None and info.row.pk == domain.pk:
+            return dataclasses.replace(info, row=domain)
+    # A claim named like a shared domain, from before that was refused: listed nowhere.
+    return DomainInfo(domain.domain, False, domain.catch_all, False, domain.verified, domain)
+
+
 def domain_get(workspace: Workspace, name: str) -> Domain:
     """One custom domain of the workspace by name, else not_found (whatever the reason)."""
     wanted = name.strip().lower().rstrip(".")
