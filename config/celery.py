@@ -21,4 +21,6 @@ app.conf.beat_schedule = {
     "sweep-webhook-deliveries": {"task": "webhooks.sweep", "schedule": 2.0},
     "sweep-outbox-deliveries": {"task": "outbox.sweep", "schedule": 15.0},
     "expire-pending-outbox": {"task": "outbox.expire_pending", "schedule": 300.0},
+    # Each run checks the custom domains due (DOMAIN_RECHECK_MINUTES), at most 100.
+    "recheck-domains": {"task": "inboxes.recheck_domains", "schedule": 60.0},
 }

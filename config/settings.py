@@ -209,6 +209,22 @@ INBOX_DOMAINS = [d.strip().lower() for d in env.list("INBOX_DOMAINS", default=["
 SMTP_PORT = env.int("SMTP_PORT", default=2525)
 SMTP_HOSTNAME = env.str("SMTP_HOSTNAME", default=INBOX_DOMAINS[0] if INBOX_DOMAINS else "localhost")
 MAX_MESSAGE_BYTES = env.int("MAX_MESSAGE_BYTES", default=26_214_400)
+# Custom domains receive mail once a TXT record proves control (inboxes.verification).
+# DNS_RESOLVER: host:port of the nameserver asked ("" = the system's resolver).
+DNS_RESOLVER = env.str("DNS_RESOLVER", default="")
+DNS_TIMEOUT = env.float("DNS_TIMEOUT", default=3.0)  # seconds one TXT lookup may take in all
+DOMAIN_RECHECK_MINUTES = env.int("DOMAIN_RECHECK_MINUTES", default=60)  # periodic re-check
+# A verified domain whose record is missing this many checks in a row becomes unverified.
+DOMAIN_UNVERIFY_AFTER = env.int("DOMAIN_UNVERIFY_AFTER", default=3)
+# Local parts no workspace may take on the shared domains: RFC 2142's role addresses and those
+# certificate authorities mail to prove control of a domain.
+_RESERVED = "postmaster,hostmaster,webmaster,admin,administrator,ssl-admin,abuse,security,noc,"
+_RESERVED += "root,mailer-daemon,noreply,no-reply,support,info"
+RESERVED_LOCAL_PARTS = [
+    part.strip().lower()
+    for part in env.list("RESERVED_LOCAL_PARTS", default=_RESERVED.split(","))
+    if part.strip()
+]
 # An SMTP session that sends nothing for this long is closed (RFC 5321 4.5.3.2.7: 5 minutes).
 SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
 # Who writes the smtpd's batches of mail (mail/writer.py): a process of its own next to each

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Iterable
 
 # RFC 5322 dot-atom without "+", which we reserve for plus addressing (local+tag@domain).
 _ATEXT = r"[a-z0-9!#$%&'*/=?^_`{|}~-]"
@@ -143,6 +144,11 @@ def readable_local_part() -> str:
 
 def is_valid_local_part(value: str) -> bool:
     return 1 <= len(value) <= 64 and bool(LOCAL_PART_RE.match(value))
+
+
+def is_under(domain: str, parents: Iterable[str]) -> bool:
+    """Whether ``domain`` is one of ``parents`` or a subdomain of one."""
+    return any(domain == parent or domain.endswith("." + parent) for parent in parents)
 
 
 def split_address(address: str) -> tuple[str, str]:

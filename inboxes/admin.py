@@ -1,5 +1,7 @@
 """Operator admin for domains and inboxes.
 
+Custom domains follow the same name rules as everywhere (never a shared domain or a
+subdomain of one); ticking ``verified`` vouches for a domain without DNS, an operator's call.
 Inboxes are created by the API, the dashboard or catch-all delivery (``inbox_create`` emits
 ``inbox.created``), so the admin does not add them; it edits an inbox's settings, never its
 address or the counters the mail services maintain.
@@ -9,27 +11,96 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
 from apikeys.models import effective_scopes
 from apikeys.principal import Principal
+from config.api.errors import ApiError
+from inboxes import services
 from inboxes.models import Domain, Inbox
 from inboxes.services import OPERATOR_ROLE, inbox_update
 
 
+class DomainAdminForm(forms.ModelForm):
+    """The same name rules as the dashboard and ``bootstrap --domain`` (services)."""
+
+    class Meta:
+        model = Domain
+        fields = ["workspace", "domain", "catch_all", "verified"]
+
+    def clean_domain(self) -> str:
+        try:
+            return services.domain_name_clean(self.cleaned_data["domain"])
+        except ApiError as error:
+            raise forms.ValidationError(error.message) from None
+
+
 @admin.register(Domain)
 class DomainAdmin(admin.ModelAdmin):
-    list_display = ["domain", "id", "workspace", "catch_all", "created_at"]
-    list_filter = ["catch_all"]
+    form = DomainAdminForm
+    list_display = [
+        "domain",
+        "id",
+        "workspace",
+        "verified",
+        "catch_all",
+        "last_check_result",
+        "last_checked_at",
+        "created_at",
+    ]
+    list_filter = ["verified", "catch_all", "last_check_result"]
     list_select_related = ["workspace"]
     search_fields = ["domain", "id", "workspace__name", "workspace__id"]
     autocomplete_fields = ["workspace"]
-    readonly_fields = ["id", "created_at"]
+    readonly_fields = [
+        "id",
+        "verification_record",
+        "verified_at",
+        "last_checked_at",
+        "last_check_result",
+        "last_check_detail",
+        "failed_checks",
+        "created_at",
+    ]
     date_hierarchy = "created_at"
     ordering = ["domain"]
+    actions = ["check_now"]
+
+    @admin.display(description="TXT record to publish")
+    def verification_record(self, domain: Domain) -> str:
+        return f"{domain.record_name} TXT {domain.record_value}" if domain.pk else "-"
+
+    def save_model(
+        self, request: HttpRequest, obj: Domain, form: forms.ModelForm, change: bool
+    ) -> None:
+        if "verified" in form.changed_data and obj.verified:
+            # The operator vouches for it: no DNS proof on record, so a missing record never
+            # takes it away (see the model); a later check that finds the record proves it.
+            obj.verified_at, obj.failed_checks = None, 0
+        try:
+            with transaction.atomic():
+                super().save_model(request, obj, form, change)
+        except IntegrityError:
+            obj.verified = False
+            super().save_model(request, obj, form, change)
+            self.message_user(
+                request,
+                f"{obj.domain} is verified by another workspace; saved unverified.",
+                messages.WARNING,
+            )
+
+    @admin.action(description="Check the TXT record now")
+    def check_now(self, request: HttpRequest, queryset: QuerySet[Domain]) -> None:
+        for domain in queryset:
+            row = services.domain_check(domain=domain)
+            level = messages.SUCCESS if row.verified else messages.WARNING
+            state = "verified" if row.verified else "not verified"
+            self.message_user(request, f"{row.domain}: {state}. {row.last_check_detail}", level)
 
 
 class InboxStatusFilter(admin.SimpleListFilter):

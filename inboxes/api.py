@@ -44,12 +44,41 @@ class DomainsApi(APIView):
     @extend_schema(
         operation_id="listDomains",
         responses=page_of(DomainOut),
-        description="Domains available for new inboxes: shared ones, then the workspace's own. "
-        "Always a single page.",
+        description="Domains for new inboxes: shared ones, then the workspace's own custom "
+        "domains, verified or not (an unverified one shows in `verification` the TXT record to "
+        "publish, then POST /domains/{domain}/verify). The default is the first verified "
+        "domain. Always a single page.",
     )
     def get(self, request: Request) -> Response:
         rows = selectors.domain_list(request.auth.workspace)
         return Response(page_body(DomainOut(rows, many=True).data, None))
+
+
+class DomainVerifyApi(APIView):
+    scopes = {"POST": "admin"}
+    tags = ["Organization"]
+
+    @extend_schema(
+        operation_id="verifyDomain",
+        parameters=[
+            OpenApiParameter(
+                "domain", str, OpenApiParameter.PATH, description="A custom domain's name."
+            )
+        ],
+        request=None,
+        responses=DomainOut,
+        description="Looks the custom domain's TXT record (`verification.name`, value "
+        "`verification.value`) up now and answers the domain with the outcome: `verified` "
+        "becomes true once the record is found; `verification.result` and `detail` say what "
+        "the lookup saw. A periodic job also re-checks every custom domain "
+        "(DOMAIN_RECHECK_MINUTES). An unverified domain receives no mail (550 5.1.1 at RCPT) "
+        "and takes no new inboxes (400 invalid_domain). 404 not_found for a name that is not "
+        "a custom domain of this workspace (shared domains need no verification).",
+    )
+    def post(self, request: Request, domain: str) -> Response:
+        workspace = request.auth.workspace
+        row = services.domain_check(domain=selectors.domain_get(workspace, domain))
+        return Response(DomainOut(selectors.domain_info(workspace, row)).data)
 
 
 class InboxesApi(APIView):
@@ -79,10 +108,12 @@ class InboxesApi(APIView):
         operation_id="createInbox",
         request=InboxCreateIn,
         responses=InboxOut,
-        description="Creates an inbox; `{}` is valid. 409 address_taken, 409 no_domain, 400 "
-        "invalid_domain, 403 feature_disabled (ttl_minutes null without permanent inboxes), "
-        "429 limit_reached (max_inboxes), 403 insufficient_scope (path `forward_to`) for a "
-        "`forward_to` outside the workspace's domains without the `send` scope.",
+        description="Creates an inbox; `{}` is valid. 409 address_taken (also for a local part "
+        "the instance reserves on its shared domains: RESERVED_LOCAL_PARTS, e.g. postmaster, "
+        "abuse, admin), 409 no_domain, 400 invalid_domain (not this workspace's, or a custom "
+        "domain not verified yet), 403 feature_disabled (ttl_minutes null without permanent "
+        "inboxes), 429 limit_reached (max_inboxes), 403 insufficient_scope (path `forward_to`) "
+        "for a `forward_to` outside the workspace's domains without the `send` scope.",
     )
     def post(self, request: Request) -> Response:
         body = InboxCreateIn(data=request.data)

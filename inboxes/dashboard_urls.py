@@ -13,6 +13,7 @@ urlpatterns = [
     path("inboxes/<str:inbox_id>/delete/", views.inbox_delete, name="inbox_delete"),
     path("domains/", views.domain_list, name="domain_list"),
     path("domains/add/", views.domain_add, name="domain_add"),
+    path("domains/<str:domain>/verify/", views.domain_verify, name="domain_verify"),
     path("domains/<str:domain>/catch-all/", views.domain_catch_all, name="domain_catch_all"),
     path("domains/<str:domain>/remove/", views.domain_remove, name="domain_remove"),
 ]

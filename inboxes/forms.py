@@ -107,6 +107,7 @@ class InboxCreateForm(forms.Form):
         self.fields["domain"].choices = [
             (d.domain, f"{d.domain}{' (default)' if d.default else ''}")
             for d in domain_list(workspace)
+            if d.verified  # an unverified custom domain takes no inboxes (see /domains/)
         ]
         lifetimes: list[tuple[str, str]] = []
         if workspace.allow_permanent_inboxes:
@@ -175,7 +176,10 @@ class DomainAddForm(forms.Form):
         super().__init__(*args, **kwargs)
 
     domain = forms.CharField(
-        max_length=253, label="Domain", help_text="Point its MX record at this instance."
+        max_length=253,
+        label="Domain",
+        help_text="Point its MX record at this instance; it receives mail once a TXT record "
+        "proves that you control it.",
     )
     catch_all = forms.BooleanField(
         required=False,

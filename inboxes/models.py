@@ -1,11 +1,12 @@
 """Domains and inboxes.
 
 Shared domains come from the ``INBOX_DOMAINS`` setting and are not rows; a workspace may own
-custom domains (rows here), optionally catch-all.
+custom domains (rows here), optionally catch-all, which receive mail once verified.
 """
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
 
 from django.conf import settings
@@ -20,17 +21,53 @@ def _dom_id() -> str:
     return new_id("dom")
 
 
+def _verification_token() -> str:
+    return secrets.token_hex(16)
+
+
+class CheckResult(models.TextChoices):
+    """The outcome of the last TXT lookup of a custom domain."""
+
+    FOUND = "found"  # the record is there with this domain's token
+    MISSING = "missing"  # the name has no such record (an answer, not a failure)
+    DNS_ERROR = "dns_error"  # no answer (time-out, SERVFAIL): never changes ``verified``
+    CONFLICT = "conflict"  # the record is there, but another workspace verified the domain
+    REFUSED = "refused"  # a shared domain or a subdomain of one: never a custom domain
+
+
 class Domain(models.Model):
-    """A custom domain owned by one workspace."""
+    """A custom domain of one workspace; it receives mail only while ``verified``.
+
+    Several workspaces may claim the same name; only one may have it verified, by publishing
+    ``_pigeonhole.<domain>`` TXT ``pigeonhole-verification=<token>``. ``verified`` with
+    ``verified_at`` null means an operator vouched for it (the Django admin, ``bootstrap
+    --verified``, or the upgrade that introduced verification): a missing record does not take
+    that away until a lookup has once found it.
+    """
 
     id = models.CharField(primary_key=True, max_length=32, default=_dom_id, editable=False)
     workspace = models.ForeignKey(
         "apikeys.Workspace", on_delete=models.CASCADE, related_name="domains"
     )
-    domain = models.CharField(max_length=253, unique=True)
+    domain = models.CharField(max_length=253)
     catch_all = models.BooleanField(
         default=False, help_text="Mail to an unknown local part creates the inbox."
     )
+    verified = models.BooleanField(
+        default=False, help_text="Receives mail. Tick only for a domain you know is this one's."
+    )
+    verification_token = models.CharField(
+        max_length=64, default=_verification_token, editable=False
+    )
+    verified_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When the TXT record was last found."
+    )
+    last_checked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_check_result = models.CharField(
+        max_length=12, choices=CheckResult.choices, blank=True, default="", editable=False
+    )
+    last_check_detail = models.CharField(max_length=500, blank=True, default="", editable=False)
+    failed_checks = models.PositiveIntegerField(default=0, editable=False)  # missing, in a row
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TenantManager()
@@ -38,9 +75,41 @@ class Domain(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        constraints = [
+            # One claim per workspace and name; led by the name, it also serves every lookup
+            # of a name across workspaces (receiving, catch-all, hosted_domain).
+            models.UniqueConstraint(
+                fields=["domain", "workspace"],
+                name="domain_claim_once",
+                violation_error_message="This workspace has this domain already.",
+            ),
+            # A name receives mail for one workspace at most.
+            models.UniqueConstraint(
+                fields=["domain"],
+                condition=models.Q(verified=True),
+                name="domain_verified_once",
+                violation_error_message="Another workspace has this domain verified.",
+            ),
+        ]
+        indexes = [
+            # The periodic re-check: the domains checked longest ago.
+            models.Index(fields=["last_checked_at"], name="domain_recheck_due"),
+        ]
 
     def __str__(self) -> str:
         return self.domain
+
+    @property
+    def record_name(self) -> str:
+        return f"{VERIFICATION_LABEL}.{self.domain}"
+
+    @property
+    def record_value(self) -> str:
+        return f"{VERIFICATION_PREFIX}{self.verification_token}"
+
+
+VERIFICATION_LABEL = "_pigeonhole"
+VERIFICATION_PREFIX = "pigeonhole-verification="
 
 
 def _inb_id() -> str:

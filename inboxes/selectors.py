@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 from apikeys.models import Workspace
 from config.api.errors import NotFound
 from config.rows import placeholders, select_rows
-from inboxes.addresses import canonical_address
+from inboxes.addresses import canonical_address, is_under
 from inboxes.exceptions import InvalidDomain, NoDomain
 from inboxes.models import Domain, Inbox
 
@@ -24,29 +25,60 @@ class DomainInfo:
     shared: bool
     catch_all: bool
     default: bool
+    verified: bool  # receives mail and takes new inboxes (shared domains always)
+    row: Domain | None = None  # a custom domain's row: its verification record and last check
 
 
 def domain_list(workspace: Workspace) -> list[DomainInfo]:
-    """Shared domains first (the first of them is the default), then the workspace's own."""
+    """Shared domains first, then the workspace's own, verified or not; the first verified
+    one is the default."""
     names = list(dict.fromkeys(settings.INBOX_DOMAINS))
     custom = list(Domain.objects.filter(workspace=workspace).exclude(domain__in=names))
-    rows = [DomainInfo(d, True, False, False) for d in names]
-    rows += [DomainInfo(d.domain, False, d.catch_all, False) for d in custom]
-    if rows:
-        first = rows[0]
-        rows[0] = DomainInfo(first.domain, first.shared, first.catch_all, True)
+    rows = [DomainInfo(d, True, False, False, True) for d in names]
+    rows += [DomainInfo(d.domain, False, d.catch_all, False, d.verified, d) for d in custom]
+    for index, row in enumerate(rows):
+        if row.verified:
+            rows[index] = dataclasses.replace(row, default=True)
+            break
     return rows
+
+
+def domain_info(workspace: Workspace, domain: Domain) -> DomainInfo:
+    """One custom domain of the workspace as ``domain_list`` shows it."""
+    for info in domain_list(workspace):
+        if info.row is not None and info.row.pk == domain.pk:
+            return dataclasses.replace(info, row=domain)
+    # A claim named like a shared domain, from before that was refused: listed nowhere.
+    return DomainInfo(domain.domain, False, domain.catch_all, False, domain.verified, domain)
+
+
+def domain_get(workspace: Workspace, name: str) -> Domain:
+    """One custom domain of the workspace by name, else not_found (whatever the reason)."""
+    wanted = name.strip().lower().rstrip(".")
+    row = Domain.objects.filter(workspace=workspace, domain=wanted).first()
+    if row is None:
+        raise NotFound("No such custom domain in this workspace.")
+    return row
 
 
 def domain_resolve(workspace: Workspace, name: str | None) -> DomainInfo:
     """The domain a new inbox gets: ``name`` if the workspace may use it, else the default."""
     rows = domain_list(workspace)
-    if not rows:
-        raise NoDomain()
+    usable = [row for row in rows if row.verified]
+    if not usable:
+        pending = "; custom domains take inboxes once verified" if rows else ""
+        raise NoDomain(f"No domain is available for new inboxes{pending}.")
     if name is None or name == "":
-        return rows[0]
+        return usable[0]
     wanted = name.strip().lower().rstrip(".")
     for row in rows:
+        if row.domain == wanted and not row.verified:
+            assert row.row is not None  # shared domains are always verified
+            raise InvalidDomain(
+                f"The domain '{wanted}' is not verified yet: publish the TXT record "
+                f"{row.row.record_name} with the value {row.row.record_value}, then verify it "
+                f"(POST /domains/{wanted}/verify)."
+            )
         if row.domain == wanted:
             return row
     raise InvalidDomain(f"The domain '{name}' is not available to this workspace.")
@@ -111,12 +143,36 @@ def inbox_search(workspace: Workspace, *, q: str = "", status: str = "active") -
 
 
 def inbox_for_recipient(address: str) -> Inbox | None:
-    """The inbox a recipient address is delivered to (plus tag removed), across workspaces."""
+    """The inbox a recipient address is delivered to (plus tag removed), across workspaces;
+    None for an inbox on a custom domain its workspace has not verified."""
     canonical = canonical_address(address)
     if not canonical:
         return None
     # The SMTP receiver: the address names the inbox, whatever its workspace.
-    return Inbox.objects.unscoped().select_related("workspace").filter(address=canonical).first()
+    inbox = Inbox.objects.unscoped().select_related("workspace").filter(address=canonical).first()
+    if inbox is None or not inboxes_receiving({inbox.pk: inbox}):
+        return None
+    return inbox
+
+
+def inboxes_receiving(inboxes: dict[str, Inbox]) -> dict[str, Inbox]:
+    """Those of ``inboxes`` that may receive mail: on a shared domain (no query), or on a
+    custom domain their own workspace has verified (one query for all of them)."""
+    shared = settings.INBOX_DOMAINS
+    custom = {inbox.domain for inbox in inboxes.values() if inbox.domain not in shared}
+    if not custom:
+        return inboxes
+    # The receive path: which of these names receive, and for which workspace.
+    verified = set(
+        Domain.objects.unscoped()
+        .filter(domain__in=custom, verified=True)
+        .values_list("domain", "workspace_id")
+    )
+    return {
+        pk: inbox
+        for pk, inbox in inboxes.items()
+        if inbox.domain in shared or (inbox.domain, inbox.workspace_id) in verified
+    }
 
 
 def inbox_ids_for_addresses(addresses: Iterable[str]) -> dict[str, str]:
@@ -149,18 +205,23 @@ def inboxes_locked(ids: Sequence[str]) -> dict[str, Inbox]:
 
 
 def catch_all_domain(domain: str) -> Domain | None:
-    """The catch-all custom domain with this name, if any."""
+    """The verified catch-all custom domain with this name, if any (never a shared domain or
+    a subdomain of one, even if an operator made a custom domain's name shared later)."""
+    if is_under(domain, settings.INBOX_DOMAINS):
+        return None
     return (
         Domain.objects.unscoped()
         .select_related("workspace")
-        .filter(domain=domain, catch_all=True)
+        .filter(domain=domain, catch_all=True, verified=True)
         .first()
     )
 
 
 def hosted_domain(domain: str) -> bool:
-    """Whether this instance receives mail for ``domain`` (shared or any custom domain)."""
+    """Whether this instance receives mail for ``domain``: shared, or a verified custom domain
+    (an unverified claim must not divert other workspaces' outgoing mail to it)."""
     domain = domain.lower().rstrip(".")
     return (
-        domain in settings.INBOX_DOMAINS or Domain.objects.unscoped().filter(domain=domain).exists()
+        domain in settings.INBOX_DOMAINS
+        or Domain.objects.unscoped().filter(domain=domain, verified=True).exists()
     )

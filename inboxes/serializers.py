@@ -2,13 +2,47 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api.inputs import JsonIn, single_line
 from config.api.query import PageQuery
 from inboxes.addresses import DOMAIN_RE, is_valid_local_part
-from inboxes.models import Overflow
+from inboxes.models import CheckResult, Overflow
+from inboxes.selectors import DomainInfo
 from inboxes.services import MAX_TTL_MINUTES
+
+
+class DomainVerificationOut(serializers.Serializer):
+    """The DNS record that proves control of a custom domain, and the last check of it."""
+
+    name = serializers.CharField(help_text="The record's name: `_pigeonhole.<domain>`.")
+    type = serializers.ChoiceField(choices=["TXT"])
+    value = serializers.CharField(
+        help_text="The record's value: `pigeonhole-verification=<token>` (a token per domain)."
+    )
+    verified_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text="When a check last found the record. Null on a verified domain means an "
+        "operator vouched for it (an upgrade keeps existing domains verified that way); the "
+        "record is then never required, but a check that finds it makes the domain an ordinary "
+        "verified one.",
+    )
+    checked_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the record was last looked up (null: never)."
+    )
+    result = serializers.ChoiceField(
+        choices=CheckResult.choices,
+        allow_null=True,
+        help_text="The last check's outcome: `found`; `missing` (the name has no such record: a "
+        "verified domain stops receiving after DOMAIN_UNVERIFY_AFTER such checks in a row, "
+        "default 3); `dns_error` (no answer; changes nothing); `conflict` (another workspace "
+        "verified the name first); `refused` (a shared domain or a subdomain of one, claimed "
+        "before that was refused: never a custom domain). Null before the first check.",
+    )
+    detail = serializers.CharField(help_text="The last check's outcome in words.")
 
 
 class DomainOut(serializers.Serializer):
@@ -18,6 +52,31 @@ class DomainOut(serializers.Serializer):
         help_text="Mail to an unknown local part creates the inbox (custom domains only)."
     )
     default = serializers.BooleanField(help_text="Used when POST /inboxes names no domain.")
+    verified = serializers.BooleanField(
+        help_text="Receives mail and takes new inboxes. Always true for a shared domain; a "
+        "custom domain is verified by publishing the `verification` record."
+    )
+    verification = serializers.SerializerMethodField(
+        help_text="Custom domains: the record to publish and the last check. Null for a shared "
+        "domain."
+    )
+
+    @extend_schema_field(DomainVerificationOut(allow_null=True))
+    def get_verification(self, info: DomainInfo) -> dict[str, Any] | None:
+        row = info.row
+        if row is None:
+            return None
+        return DomainVerificationOut(
+            {
+                "name": row.record_name,
+                "type": "TXT",
+                "value": row.record_value,
+                "verified_at": row.verified_at,
+                "checked_at": row.last_checked_at,
+                "result": row.last_check_result or None,
+                "detail": row.last_check_detail,
+            }
+        ).data
 
 
 FORWARD_TO_HELP = (

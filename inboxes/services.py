@@ -1,4 +1,4 @@
-"""Writes of domains and inboxes: create, update, delete, expire."""
+"""Writes of domains and inboxes: create, verify, update, delete, expire."""
 
 from __future__ import annotations
 
@@ -8,15 +8,23 @@ from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from apikeys.models import Workspace
 from apikeys.principal import Principal
 from config.api.errors import FeatureDisabled, LimitReached, NotFound, ValidationFailed
 from config.changes import save_changes
-from inboxes.addresses import is_valid_local_part, readable_local_part, split_address
+from inboxes import verification
+from inboxes.addresses import (
+    DOMAIN_RE,
+    is_under,
+    is_valid_local_part,
+    readable_local_part,
+    split_address,
+)
 from inboxes.exceptions import AddressTaken, DomainInUse, ForwardNeedsSend, InvalidDomain
-from inboxes.models import Domain, ForwardSetter, Inbox, Source
+from inboxes.models import VERIFICATION_LABEL, CheckResult, Domain, ForwardSetter, Inbox, Source
 from inboxes.selectors import domain_list, domain_resolve
 from webhooks import events
 
@@ -25,23 +33,154 @@ DEFAULT_TTL_MINUTES = 60  # an omitted TTL without the permanent-inbox entitleme
 UNSET: Any = object()
 
 
-def domain_add(*, workspace: Workspace, domain: str, catch_all: bool = False) -> Domain:
-    """Gives the workspace a custom domain (idempotent for the same workspace)."""
+def domain_name_clean(domain: str) -> str:
+    """The canonical name of a would-be custom domain; raises when it cannot be one."""
     name = domain.strip().lower().rstrip(".")
-    if not name or "." not in name or len(name) > 253:
+    if not DOMAIN_RE.match(name):
         raise ValidationFailed.at("domain", "Not a domain name.")
-    if name in settings.INBOX_DOMAINS:
-        raise InvalidDomain(f"'{name}' is a shared domain of this instance.")
-    # Domain names are unique across the instance: whose is it, if anyone's?
-    existing = Domain.objects.unscoped().filter(domain=name).first()
-    if existing is not None:
-        if existing.workspace_id != workspace.pk:
-            raise InvalidDomain(f"'{name}' belongs to another workspace.")
-        if existing.catch_all != catch_all:
-            existing.catch_all = catch_all
-            existing.save(update_fields=["catch_all"])
-        return existing
-    return Domain.objects.create(workspace=workspace, domain=name, catch_all=catch_all)
+    if len(f"{VERIFICATION_LABEL}.{name}") > 253:  # its TXT record's name must be a name too
+        raise ValidationFailed.at("domain", "Too long to carry its verification record.")
+    if is_under(name, settings.INBOX_DOMAINS):
+        raise InvalidDomain(
+            f"'{name}' is a shared domain of this instance or a subdomain of one: it cannot be "
+            "a custom domain."
+        )
+    return name
+
+
+def domain_add(
+    *, workspace: Workspace, domain: str, catch_all: bool = False, verified: bool = False
+) -> Domain:
+    """Gives the workspace a custom domain, unverified (idempotent for the same workspace).
+
+    Several workspaces may claim a name; the first to prove control with the TXT record gets
+    it. ``verified`` is for operators only (``bootstrap --verified``): it vouches without DNS.
+    """
+    name = domain_name_clean(domain)
+    taken = InvalidDomain(f"'{name}' is verified by another workspace.")
+    with transaction.atomic():
+        row = Domain.objects.filter(workspace=workspace, domain=name).first()
+        if row is None:
+            if Domain.objects.unscoped().filter(domain=name, verified=True).exists():
+                raise taken  # the name's one receiving claim: checked across workspaces
+            row = Domain(workspace=workspace, domain=name)
+        changed: list[str] = []
+        if row.catch_all != catch_all:
+            row.catch_all = catch_all
+            changed.append("catch_all")
+        if verified and not row.verified:
+            row.verified, row.verified_at, row.failed_checks = True, None, 0
+            changed += ["verified", "verified_at", "failed_checks"]
+        try:
+            with transaction.atomic():
+                if row._state.adding:
+                    row.save()
+                elif changed:
+                    row.save(update_fields=changed)
+        except IntegrityError:  # raced with another claim of the same name
+            raise taken from None
+    return row
+
+
+def domain_check(*, domain: Domain) -> Domain:
+    """Looks ``_pigeonhole.<domain>`` TXT up now and records the outcome: a domain becomes
+    verified when its record is found, and a verified one stops receiving after
+    ``DOMAIN_UNVERIFY_AFTER`` checks in a row that found it missing (a DNS failure counts
+    neither way: a resolver outage must not stop mail)."""
+    if is_under(domain.domain, settings.INBOX_DOMAINS):  # a claim from before the rule
+        found = verification.Lookup(
+            CheckResult.REFUSED,
+            f"{domain.domain} is a shared domain of this instance or a subdomain of one: it "
+            "cannot be a custom domain.",
+        )
+    else:
+        found = verification.lookup(domain.record_name, domain.record_value)
+    with transaction.atomic():
+        row = (
+            Domain.objects.select_for_update()
+            .filter(workspace_id=domain.workspace_id, pk=domain.pk)
+            .first()
+        )
+        if row is None:
+            raise NotFound("No such custom domain.")
+        now = timezone.now()
+        row.last_checked_at, row.last_check_result = now, found.result
+        row.last_check_detail = found.detail
+        if found.result == CheckResult.FOUND:
+            _found(row, now)
+        elif found.result == CheckResult.MISSING:
+            _missing(row)
+        elif found.result == CheckResult.REFUSED:
+            row.verified = False
+        fields = ["last_checked_at", "last_check_result", "last_check_detail", "failed_checks"]
+        try:
+            with transaction.atomic():
+                row.save(update_fields=[*fields, "verified", "verified_at"])
+        except IntegrityError:  # another workspace verified the name a moment ago
+            row.verified, row.last_check_result = False, CheckResult.CONFLICT
+            row.last_check_detail = _CONFLICT.format(name=row.domain)
+            row.save(update_fields=[*fields, "verified", "verified_at"])
+    return row
+
+
+_CONFLICT = "The record is there, but another workspace verified {name} first."
+
+
+def _found(row: Domain, now: datetime) -> None:
+    row.failed_checks = 0
+    if not row.verified:
+        rival = Domain.objects.unscoped().filter(domain=row.domain, verified=True)
+        if rival.exclude(pk=row.pk).exists():  # one receiving claim per name, all workspaces
+            row.last_check_result = CheckResult.CONFLICT
+            row.last_check_detail = _CONFLICT.format(name=row.domain)
+            return
+        row.verified = True
+        row.last_check_detail += " The domain receives mail."
+    row.verified_at = now
+
+
+def _missing(row: Domain) -> None:
+    row.failed_checks += 1
+    if not row.verified:
+        return
+    if row.verified_at is None:  # vouched for by an operator: never proven, never taken away
+        row.last_check_detail += " The domain keeps receiving mail (an operator vouched for it)."
+        return
+    left = settings.DOMAIN_UNVERIFY_AFTER - row.failed_checks
+    if left <= 0:
+        row.verified = False
+        row.last_check_detail += " The domain no longer receives mail."
+    else:
+        row.last_check_detail += (
+            f" The domain stops receiving mail after {left} more failed check"
+            f"{'s' if left != 1 else ''}."
+        )
+
+
+def domains_recheck_due(*, now: datetime | None = None, limit: int = 100) -> int:
+    """Checks the custom domains not checked for ``DOMAIN_RECHECK_MINUTES`` (oldest first);
+    returns how many. Each is claimed first, so two sweepers never check one domain twice."""
+    now = now or timezone.now()
+    cutoff = now - timedelta(minutes=settings.DOMAIN_RECHECK_MINUTES)
+    # The sweeper: every workspace's domains.
+    due = (
+        Domain.objects.unscoped()
+        .filter(Q(last_checked_at__isnull=True) | Q(last_checked_at__lte=cutoff))
+        .order_by(F("last_checked_at").asc(nulls_first=True), "pk")
+        .values_list("pk", "workspace_id", "last_checked_at")[:limit]
+    )
+    count = 0
+    for pk, workspace_id, last in due:
+        claimed = Domain.objects.filter(
+            workspace_id=workspace_id, pk=pk, last_checked_at=last
+        ).update(last_checked_at=now)
+        if claimed != 1:
+            continue
+        domain = Domain.objects.filter(workspace_id=workspace_id, pk=pk).first()
+        if domain is not None:
+            domain_check(domain=domain)
+            count += 1
+    return count
 
 
 def domain_remove(*, workspace: Workspace, domain: str) -> None:
@@ -101,10 +240,13 @@ OPERATOR_ROLE = "operator"  # a Principal built by the Django admin for the sign
 
 
 def forward_is_internal(workspace: Workspace, address: str) -> bool:
-    """Whether ``address`` is on one of the workspace's own domains (shared or custom)."""
+    """Whether ``address`` is on one of the workspace's own receiving domains (shared, or custom
+    and verified: an unverified claim of someone else's domain is outside)."""
     _, domain = split_address(address)
     domain = (domain or "").lower().rstrip(".")
-    return bool(domain) and any(row.domain == domain for row in domain_list(workspace))
+    return bool(domain) and any(
+        row.domain == domain and row.verified for row in domain_list(workspace)
+    )
 
 
 def _forwarding(workspace: Workspace, forward_to: str | None, principal: Any) -> dict[str, Any]:
@@ -165,6 +307,10 @@ def inbox_create(
         local_part = local_part.strip().lower()
         if not is_valid_local_part(local_part):
             raise ValidationFailed.at("local_part", "Not a valid local part.")
+        if resolved.shared and local_part in settings.RESERVED_LOCAL_PARTS:
+            # Role addresses of the operator's domains (abuse@, postmaster@, the addresses
+            # certificate authorities write to): nobody's inbox, like a taken address.
+            raise AddressTaken(f"{local_part}@{resolved.domain} is reserved by this instance.")
     with transaction.atomic():
         if workspace.max_inboxes is not None:
             # Serialise creates of one workspace so the cap cannot be overshot by a race.

@@ -26,7 +26,7 @@ from inboxes.forms import (
     InboxLifetimeForm,
     InboxSearchForm,
 )
-from inboxes.models import Inbox, Source
+from inboxes.models import CheckResult, Inbox, Source
 
 PAGE_SIZE = 25
 
@@ -202,7 +202,14 @@ def domain_add(request: HttpRequest) -> HttpResponse:
     except ApiError as error:
         form.add_error("domain", error.message)
         return _domains_page(request, form)
-    messages.success(request, f"Added {domain.domain}.")
+    if domain.verified:
+        messages.success(request, f"Added {domain.domain}.")
+    else:
+        messages.success(
+            request,
+            f"Added {domain.domain}. It receives mail once verified: publish the TXT record "
+            "shown below, then check it.",
+        )
     return redirect("domain_list")
 
 
@@ -212,6 +219,26 @@ def _custom_domain(request: HttpRequest, name: str) -> str:
         if row.domain == name and not row.shared:
             return row.domain
     raise Http404("No such custom domain.")
+
+
+@require_POST
+@member_required()
+def domain_verify(request: HttpRequest, domain: str) -> HttpResponse:
+    """Looks the domain's TXT record up now (``services.domain_check``, as the API does)."""
+    if not may(request, "admin"):
+        return refuse(request, "manage domains")
+    workspace = request.membership.workspace  # type: ignore[attr-defined]
+    try:
+        row = services.domain_check(domain=selectors.domain_get(workspace, domain))
+    except NotFound:
+        raise Http404("No such custom domain.") from None
+    if row.verified and row.last_check_result == CheckResult.FOUND:
+        messages.success(request, f"{row.domain} is verified. {row.last_check_detail}")
+    elif row.verified:
+        messages.warning(request, f"{row.domain} is verified. {row.last_check_detail}")
+    else:
+        messages.error(request, f"{row.domain} is not verified. {row.last_check_detail}")
+    return redirect("domain_list")
 
 
 @require_POST

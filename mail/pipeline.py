@@ -333,6 +333,9 @@ class _Batch:
             again = self._lookup(stale)
             found |= again
             inboxes |= inbox_selectors.inboxes_locked(sorted(set(again.values()) - set(inboxes)))
+        # Hinted or found, an inbox on a custom domain its workspace has not verified (or no
+        # longer has) gets nothing: it is left out, so its recipients are unknown here.
+        inboxes = inbox_selectors.inboxes_receiving(inboxes)
         for message, hinted in zip(self.messages, hints, strict=True):
             self.targets.append(
                 [

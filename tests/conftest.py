@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.conf import settings as django_settings
@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 
 from apikeys import services as key_services
 from apikeys.models import Workspace
+from tests.dns_server import DnsServer
 from tests.factories import WorkspaceFactory
 
 ALL = ("read", "write", "send", "admin")
@@ -154,6 +155,24 @@ def smtp_server(transactional_db: None):  # type: ignore[no-untyped-def]
     from django.db import connections
 
     connections.close_all()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dns_server() -> Iterator[DnsServer]:
+    """The run's nameserver on 127.0.0.1 (tests/dns_server.py): ``DNS_RESOLVER`` points at it
+    here and in every process the suite starts, so no DNS query ever leaves the machine."""
+    from tests import dns_server as module
+
+    server = module.RUNNING = DnsServer()
+    previous = os.environ.get("DNS_RESOLVER")
+    os.environ["DNS_RESOLVER"] = django_settings.DNS_RESOLVER = server.address
+    yield server
+    if previous is None:
+        os.environ.pop("DNS_RESOLVER", None)
+    else:
+        os.environ["DNS_RESOLVER"] = previous
+    module.RUNNING = None
+    server.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -65,12 +65,15 @@ def test_bootstrap_reuses_workspace_and_owner() -> None:
     assert Workspace.objects.get().require_approval is True
     assert second["domain"] == "mail.acme.test"
     domains = Api(second["api_key"]).call("GET", "domains").json()["data"]
-    assert {
-        "domain": "mail.acme.test",
+    custom = next(d for d in domains if d["domain"] == "mail.acme.test")
+    assert {k: custom[k] for k in ("shared", "catch_all", "default", "verified")} == {
         "shared": False,
         "catch_all": False,
         "default": False,
-    } in domains
+        "verified": False,  # receives mail once its TXT record is verified
+    }
+    record = custom["verification"]
+    assert second["domain_verification"] == f"{record['name']} TXT {record['value']}"
 
 
 def test_createkey_prints_a_working_key(workspace: Workspace) -> None:

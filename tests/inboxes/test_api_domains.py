@@ -7,27 +7,51 @@ import pytest
 from apikeys.models import Workspace
 from inboxes import services
 from tests.conftest import Api
+from tests.dns_server import verified_domain
 
 pytestmark = pytest.mark.django_db
 
 
 def test_domains_list(settings, api: Api, workspace: Workspace, other_workspace: Workspace) -> None:  # type: ignore[no-untyped-def]
     settings.INBOX_DOMAINS = ["shared.test", "second.test"]
-    services.domain_add(workspace=workspace, domain="Mail.Mine.test", catch_all=True)
+    mine = services.domain_add(workspace=workspace, domain="Mail.Mine.test", catch_all=True)
     services.domain_add(workspace=other_workspace, domain="theirs.test")
     body = api.call("GET", "domains").json()
+    shared = {"catch_all": False, "verified": True, "verification": None, "shared": True}
     assert body == {
         "data": [
-            {"domain": "shared.test", "shared": True, "catch_all": False, "default": True},
-            {"domain": "second.test", "shared": True, "catch_all": False, "default": False},
-            {"domain": "mail.mine.test", "shared": False, "catch_all": True, "default": False},
+            {"domain": "shared.test", "default": True, **shared},
+            {"domain": "second.test", "default": False, **shared},
+            {
+                "domain": "mail.mine.test",
+                "shared": False,
+                "catch_all": True,
+                "default": False,
+                "verified": False,
+                "verification": {
+                    "name": "_pigeonhole.mail.mine.test",
+                    "type": "TXT",
+                    "value": f"pigeonhole-verification={mine.verification_token}",
+                    "verified_at": None,
+                    "checked_at": None,
+                    "result": None,
+                    "detail": "",
+                },
+            },
         ],
         "next_cursor": None,
     }
 
 
-def test_only_custom_domain_becomes_default(settings, api: Api, workspace: Workspace) -> None:  # type: ignore[no-untyped-def]
+def test_only_verified_custom_domain_becomes_default(
+    settings, api: Api, workspace: Workspace
+) -> None:  # type: ignore[no-untyped-def]
     settings.INBOX_DOMAINS = []
     assert api.call("GET", "domains").json()["data"] == []
-    services.domain_add(workspace=workspace, domain="own.test")
-    assert api.call("GET", "domains").json()["data"][0]["default"] is True
+    services.domain_add(workspace=workspace, domain="pending.test")
+    verified_domain(workspace, "own.test")
+    rows = api.call("GET", "domains").json()["data"]
+    assert [(r["domain"], r["verified"], r["default"]) for r in rows] == [
+        ("pending.test", False, False),
+        ("own.test", True, True),
+    ]

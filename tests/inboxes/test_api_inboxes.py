@@ -13,6 +13,7 @@ from apikeys.models import Workspace
 from inboxes import services
 from inboxes.models import Inbox
 from tests.conftest import Api, error_of
+from tests.dns_server import verified_domain
 from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
@@ -129,8 +130,8 @@ def test_address_taken_case_insensitive_and_across_workspaces(api: Api, other_ap
 
 
 def test_domains(settings, api: Api, workspace: Workspace, other_workspace: Workspace) -> None:  # type: ignore[no-untyped-def]
-    services.domain_add(workspace=workspace, domain="mine.test")
-    services.domain_add(workspace=other_workspace, domain="theirs.test")
+    verified_domain(workspace, "mine.test")
+    verified_domain(other_workspace, "theirs.test")
     assert api.call("POST", "inboxes", {"domain": "Mine.Test"}).json()["domain"] == "mine.test"
     assert error_of(api.call("POST", "inboxes", {"domain": "theirs.test"})) == (
         400,

@@ -15,11 +15,12 @@ from django.utils import timezone
 
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
-from inboxes.models import Domain, Inbox
+from inboxes.models import Inbox
 from mail import pipeline
 from mail.models import Email, RawMessage
 from mail.writer import ThreadWriter
 from tests.conftest import SmtpServer
+from tests.dns_server import verified_domain
 from tests.mail.messages import message
 from webhooks.models import Event
 
@@ -118,7 +119,7 @@ def test_caps_hold_inside_one_batch(db: None, workspace: Workspace) -> None:
 
 
 def test_catch_all_inboxes_are_created_once_per_batch(db: None, workspace: Workspace) -> None:
-    Domain.objects.create(workspace=workspace, domain="catch.example", catch_all=True)
+    verified_domain(workspace, "catch.example", catch_all=True)
     results = pipeline.receive_many(
         [_incoming(["fresh@catch.example"], "one"), _incoming(["fresh+x@catch.example"], "two")]
     )

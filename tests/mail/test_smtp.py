@@ -16,6 +16,7 @@ from inboxes.models import Inbox
 from mail import selectors
 from mail.models import Attachment, Email, RawMessage
 from tests.conftest import Api, SmtpServer
+from tests.dns_server import verified_domain
 from tests.mail.messages import PDF, PNG, message
 from webhooks.models import Event
 
@@ -298,7 +299,7 @@ def test_size_limit_discovered_in_data(settings, smtp_server: SmtpServer, inbox:
 
 
 def test_catch_all_domain_creates_the_inbox(smtp_server: SmtpServer, workspace: Workspace) -> None:
-    inbox_services.domain_add(workspace=workspace, domain="catch.test", catch_all=True)
+    verified_domain(workspace, "catch.test", catch_all=True)
     smtp_server.send(message(to="new-user@catch.test"), to=["New-User+x@catch.test"])
     inbox = Inbox.objects.get(address="new-user@catch.test")
     assert inbox.workspace_id == workspace.pk and inbox.source == "catch_all"

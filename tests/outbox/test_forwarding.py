@@ -196,8 +196,10 @@ def assert_forwarded_copy(
 def test_forwarding_outside_our_domains_needs_send(
     stack: Stack, workspace: Workspace, other_workspace: Workspace, key: Callable[..., Any]
 ) -> None:
-    inbox_services.domain_add(workspace=workspace, domain="ours.example")
-    inbox_services.domain_add(workspace=other_workspace, domain="theirs.example")
+    inbox_services.domain_add(workspace=workspace, domain="ours.example", verified=True)
+    inbox_services.domain_add(workspace=other_workspace, domain="theirs.example", verified=True)
+    # A claim nobody has proved (anyone may type gmail.com) is not one of our domains.
+    inbox_services.domain_add(workspace=workspace, domain="claimed.example")
     writer, writer_id = key("read", "write")
     with stack.client(writer) as http:
         refused = http.post("inboxes", json={"local_part": "fwd-out", "forward_to": VICTIM})
@@ -208,6 +210,8 @@ def test_forwarding_outside_our_domains_needs_send(
         # Another workspace's custom domain is outside ours, though this instance hosts it.
         other = http.post("inboxes", json={"forward_to": "someone@theirs.example"})
         assert error_of(other) == (403, "insufficient_scope")
+        claimed = http.post("inboxes", json={"forward_to": "victim@claimed.example"})
+        assert error_of(claimed) == (403, "insufficient_scope"), claimed.text
         # Inside our own domains (shared and custom) write is enough.
         shared = http.post(
             "inboxes", json={"local_part": "fwd-in", "forward_to": "a@pigeonhole.test"}

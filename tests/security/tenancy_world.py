@@ -39,6 +39,7 @@ from labels import services as label_services
 from mail import pipeline
 from mail.models import Attachment
 from outbox import services as outbox_services
+from tests.dns_server import verified_domain
 from tests.mail.messages import PDF, message
 from webhooks import services as webhook_services
 
@@ -82,6 +83,7 @@ SPEC_SCOPES: dict[tuple[str, str], str] = {
     ("PATCH", "/keys/{}"): "admin",
     ("DELETE", "/keys/{}"): "admin",
     ("GET", "/domains"): "read",
+    ("POST", "/domains/{}/verify"): "admin",
     ("GET", "/stats"): "read",
     ("GET", "/me"): "read",
 }
@@ -323,7 +325,7 @@ def build_side(marker: str) -> Side:
         scopes=["send"],
         require_approval=True,
     )
-    domain = inbox_services.domain_add(workspace=workspace, domain=f"{marker}.example")
+    domain = verified_domain(workspace, f"{marker}.example")  # its TXT record on the test DNS
     label_key = f"{marker}-label"
     condition = {"field": "subject", "op": "contains", "value": marker, "name": "", "negate": False}
     rule = {"match": "any", "conditions": [condition]}
@@ -373,6 +375,7 @@ def build_side(marker: str) -> Side:
         "endpoint_id": endpoint.pk,
         "delivery_id": delivery.pk,
         "item_id": item.pk,
+        "domain": domain.domain,
     }
     tokens = {marker, workspace.pk, admin.key.pk, label.pk, *ids.values(), domain.domain}
     return Side(

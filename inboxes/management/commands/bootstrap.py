@@ -6,9 +6,10 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apikeys import services
+from config.api.errors import ApiError
 from inboxes import services as inbox_services
 
 
@@ -29,11 +30,26 @@ class Command(BaseCommand):
             action="store_true",
             help="Replace the password of an existing owner account with --password.",
         )
-        parser.add_argument("--domain", help="A custom domain for the workspace (catch-all off).")
+        parser.add_argument(
+            "--domain",
+            help="A custom domain for the workspace (catch-all off). It receives mail once its "
+            "TXT record is verified (printed), unless --verified.",
+        )
+        parser.add_argument(
+            "--verified",
+            action="store_true",
+            help="The operator vouches for --domain: it receives mail without the DNS proof.",
+        )
         parser.add_argument("--require-approval", action="store_true")
         parser.add_argument("--json", action="store_true", help="Print one JSON object.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        domain = options.get("domain")
+        if domain:
+            try:  # before anything is created: never a shared domain or a subdomain of one
+                domain = inbox_services.domain_name_clean(domain)
+            except ApiError as error:
+                raise CommandError(f"--domain: {error.message}") from None
         workspace, owner, created, password_set = services.bootstrap(
             workspace_name=options["workspace"],
             owner_email=options["owner"],
@@ -41,9 +57,17 @@ class Command(BaseCommand):
             require_approval=options["require_approval"],
             reset_password=options["reset_password"],
         )
-        domain = options.get("domain")
+        record = None
         if domain:
-            domain = inbox_services.domain_add(workspace=workspace, domain=domain).domain
+            try:
+                row = inbox_services.domain_add(
+                    workspace=workspace, domain=domain, verified=options["verified"]
+                )
+            except ApiError as error:
+                raise CommandError(f"--domain: {error.message}") from None
+            domain = row.domain
+            if not row.verified:
+                record = f"{row.record_name} TXT {row.record_value}"
         else:
             domain = settings.INBOX_DOMAINS[0] if settings.INBOX_DOMAINS else None
         result = {
@@ -52,6 +76,7 @@ class Command(BaseCommand):
             "api_key": created.plain,
             "key_id": created.key.pk,
             "domain": domain,
+            "domain_verification": record,  # the TXT record still to publish, if any
             "owner": owner.get_username(),
             "password_set": password_set,
             "login_url": "/login/",
@@ -67,4 +92,6 @@ class Command(BaseCommand):
                 "(--reset-password replaces it)"
             )
         self.stdout.write(f"domain     {domain}")
+        if record:
+            self.stdout.write(f"publish    {record}  (the domain receives mail once verified)")
         self.stdout.write(f"admin key  {created.plain}")
