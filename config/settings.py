@@ -243,6 +243,15 @@ EMAIL_HOST_PASSWORD = _email.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = _email.get("EMAIL_USE_TLS", False)
 EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=30.0)  # seconds per SMTP operation
+# Embedded mode with no relay configured (neither EMAIL_URL nor EMAIL_BACKEND): mail for other
+# domains is captured, kept with its item and shown in the dashboard as captured, never sent to
+# the default relay (nothing listens on localhost:25 on a laptop) and never reported delivered.
+OUTBOX_CAPTURE = env.bool(
+    "OUTBOX_CAPTURE",
+    default=EMBEDDED_DB
+    and not env.str("EMAIL_URL", default="")
+    and not env.str("EMAIL_BACKEND", default=""),
+)
 # Amazon SES through django-ses (EMAIL_BACKEND=django_ses.SESBackend).
 AWS_SES_REGION_NAME = env.str("AWS_SES_REGION_NAME", default="us-east-1")
 AWS_SES_REGION_ENDPOINT = env.str(

@@ -40,5 +40,6 @@ def sink(settings) -> Iterator[Sink]:  # type: ignore[no-untyped-def]
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", state.port
     settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
     settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+    settings.OUTBOX_CAPTURE = False  # a relay is configured: embedded mode sends too
     yield state
     controller.stop()
