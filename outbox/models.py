@@ -109,6 +109,8 @@ class OutboxItem(models.Model):
             # GET /outbox?status=, newest first.
             models.Index(fields=["workspace", "status", "-id"], name="outbox_ws_status"),
             models.Index(fields=["workspace", "-id"], name="outbox_ws_list"),
+            # Deliveries by state: /stats, the overview, GET /outbox?delivery=.
+            models.Index(fields=["workspace", "delivery"], name="outbox_ws_delivery"),
             # The delivery sweeper.
             models.Index(
                 fields=["next_attempt_at"],
