@@ -68,8 +68,9 @@ def outgoing_parts(raw: bytes) -> OutgoingParts:
         subject=str(message.get("Subject", "")),
     )
     text, html = message.get_body(("plain",)), message.get_body(("html",))
-    parts.text = text.get_content() if text is not None else None
-    parts.html = html.get_content() if html is not None else None
+    # Shown with the line ends a reader's program shows (SMTP carries CRLF).
+    parts.text = text.get_content().replace("\r\n", "\n") if text is not None else None
+    parts.html = html.get_content().replace("\r\n", "\n") if html is not None else None
     for attachment in message.iter_attachments():
         payload = attachment.get_payload(decode=True) or b""
         parts.attachments.append(

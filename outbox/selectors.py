@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
@@ -10,10 +11,29 @@ from django.db.models.functions import Coalesce
 
 from apikeys.models import Workspace
 from outbox.exceptions import OutboxNotFound
-from outbox.models import DELIVERY_STATE, OutboxItem, Status
+from outbox.models import DELIVERY_STATE, Delivery, OutboxItem, Status
 from outbox.parts import OutgoingParts, outgoing_parts
 
 DELIVERY_BY_STATE = {name: value for value, name in DELIVERY_STATE.items()}
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def delivery_record(item: OutboxItem) -> dict[str, Any]:
+    """Where the message is on its way: the state, every attempt, the next one, the reply."""
+    return {
+        "state": DELIVERY_STATE.get(item.delivery, item.delivery),
+        "attempts": list(item.attempt_log or []),
+        "next_attempt_at": (
+            _iso(item.next_attempt_at)
+            if item.delivery in (Delivery.QUEUED, Delivery.RETRYING)
+            else None
+        ),
+        "reply": item.relay_reply or None,
+        "delivered_at": _iso(item.delivered_at),
+    }
 
 
 def outbox_list(

@@ -23,8 +23,9 @@ from mail.models import Email, RawMessage
 from outbox import delivery as transport
 from outbox import mime
 from outbox.exceptions import InvalidState
-from outbox.models import DELIVERY_STATE, Delivery, Kind, OutboxItem, Status
+from outbox.models import Delivery, Kind, OutboxItem, Status
 from outbox.parts import text_as_html
+from outbox.selectors import delivery_record
 from webhooks import events
 
 logger = logging.getLogger(__name__)
@@ -49,21 +50,6 @@ INTERRUPTED_HANDOVER = (
 
 def _iso(moment: Any) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
-
-
-def delivery_record(item: OutboxItem) -> dict[str, Any]:
-    """Where the message is on its way: the state, every attempt, the next one, the reply."""
-    return {
-        "state": DELIVERY_STATE.get(item.delivery, item.delivery),
-        "attempts": list(item.attempt_log or []),
-        "next_attempt_at": (
-            _iso(item.next_attempt_at)
-            if item.delivery in (Delivery.QUEUED, Delivery.RETRYING)
-            else None
-        ),
-        "reply": item.relay_reply or None,
-        "delivered_at": _iso(item.delivered_at),
-    }
 
 
 def outbound_record(item: OutboxItem) -> dict[str, Any]:
