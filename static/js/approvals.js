@@ -267,6 +267,13 @@
 
   function previewEdits(section) {
     var field = section.querySelector('form[data-decision="approve"] [data-field="text"]');
+    var textPart = document.querySelector("[data-part-text]");
+    if (field && textPart) {  // the text part shown is the one that will go out
+      var originalText = textPart.textContent;
+      field.addEventListener("input", function () {
+        textPart.textContent = field.value !== field.defaultValue ? field.value : originalText;
+      });
+    }
     var frame = document.querySelector("iframe[data-part-html]");
     var notice = document.querySelector("[data-html-replaced]");
     if (!field || !frame || !notice || !section.querySelector("[data-html-edit-notice]")) { return; }

@@ -546,6 +546,7 @@ def test_an_edited_text_replaces_the_html_part_and_the_page_shows_it_before_the_
     frame = page.frame_locator("iframe[data-part-html]").locator("body")
     expect(frame).to_contain_text("Thanks & regards <Bob>")
     preview = frame.inner_html().strip()
+    expect(page.locator("[data-part-text]")).to_have_text(edited)  # the text part that goes out
     assert preview == "<p>Hi, please keep my order.</p>\n\n<p>Thanks &amp; regards &lt;Bob&gt;</p>"
     screenshot(page, "approvals-edit-replaces-html")
     with page.expect_response(DECISION) as answer:
