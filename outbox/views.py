@@ -40,7 +40,7 @@ DELIVERY_FILTERS = [
     ("not_sent", "Not sent (waiting, rejected, expired)"),
 ]
 HISTORY_STATUSES = [
-    (Status.SENT, "Approved (sent)"),
+    (Status.SENT, "Approved (handed to delivery)"),
     (Status.REJECTED, "Rejected"),
     (Status.FAILED, "Approved, delivery failed"),
     (Status.EXPIRED, "Expired undecided"),
@@ -74,6 +74,8 @@ def approvals_history(request: HttpRequest) -> HttpResponse:
         status = ""
     rows = selectors.outbox_approval_history(membership.workspace, status=status or None)
     page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    for item in page:
+        item.delivery_view = _delivery_view(item)  # type: ignore[attr-defined]
     context = {"page": page, "status": status, "statuses": HISTORY_STATUSES}
     return render(request, "outbox/history.html", context)
 
@@ -183,5 +185,6 @@ def approval_decide(request: HttpRequest, item_id: str) -> HttpResponse:
         if item.status == Status.REJECTED:
             messages.success(request, "Rejected. Nothing was sent.")
         else:
-            messages.success(request, f"Approved and sent to {', '.join(item.to + item.cc)}.")
+            recipients = ", ".join(item.to + item.cc)
+            messages.success(request, f"Approved and handed to delivery for {recipients}.")
     return redirect("approval_detail", item_id=item.pk)

@@ -59,7 +59,7 @@
 
   // --- plain words for the API's answers ------------------------------------------------------
   var OUTCOME = {
-    sent: "approved and sent",
+    sent: "approved and handed to delivery",
     rejected: "rejected",
     failed: "approved, but delivery failed",
     expired: "left undecided until it expired"

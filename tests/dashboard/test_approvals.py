@@ -375,7 +375,7 @@ def test_without_javascript_the_forms_post_to_the_dashboard(
         approve.get_by_label("Subject").fill("No script, edited")
         approve.get_by_role("button", name="Approve and send").click()
         expect(page.get_by_role("status").first).to_have_text(
-            f"Approved and sent to {outbox.recipient.address}."
+            f"Approved and handed to delivery for {outbox.recipient.address}."
         )
         assert page.url.endswith(f"/approvals/{item_id}/")
         item = OutboxItem.objects.get(pk=item_id)
@@ -411,9 +411,10 @@ def test_history_filters_and_pages(page, outbox: Outbox) -> None:
     expect(rows).to_have_count(3)
     expect(rows.nth(0)).to_contain_text("Item 01")
     expect(rows.nth(1)).to_contain_text("Item 00")
-    expect(rows.nth(1)).to_contain_text("approved, sent")
+    expect(rows.nth(1)).to_contain_text("approved, handed over")
+    expect(rows.nth(1).locator("[data-delivery]")).to_have_text("delivered here")
     expect(rows.nth(2)).to_contain_text("Too late")  # expired an hour ago
-    page.get_by_label("Show").select_option(label="Approved (sent)")
+    page.get_by_label("Show").select_option(label="Approved (handed to delivery)")
     page.get_by_role("button", name="Filter").click()
     expect(rows).to_have_count(1)
     expect(rows.first.locator("[data-note]")).to_have_text("note 00")
