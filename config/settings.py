@@ -304,6 +304,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "KeyKindEnum": "apikeys.models.KeyKind",
         "LinkKindEnum": ["verify", "login", "reset", "unsubscribe", "other"],
+        "OutboxDeliveryStateEnum": "outbox.models.DELIVERY_STATE_NAMES",
     },
     "APPEND_COMPONENTS": {},
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

@@ -49,6 +49,8 @@ DELIVERY_STATE = {
     Delivery.CAPTURED: "captured",
 }
 
+DELIVERY_STATE_NAMES = list(DELIVERY_STATE.values())  # the enum of the OpenAPI document
+
 
 class Kind(models.TextChoices):
     SEND = "send"

@@ -7,7 +7,7 @@ from rest_framework import serializers
 from config.api.inputs import JsonIn, single_line
 from config.api.query import PageQuery
 from mail.serializers import AddressOut
-from outbox.models import DELIVERY_STATE, Status
+from outbox.models import DELIVERY_STATE_NAMES, Status
 
 
 class SendIn(JsonIn):
@@ -42,7 +42,7 @@ class WaitQuery(serializers.Serializer):
     )
 
 
-DELIVERY_STATES = list(DELIVERY_STATE.values())
+DELIVERY_STATES = DELIVERY_STATE_NAMES
 
 
 class OutboxListQuery(PageQuery):
@@ -71,7 +71,7 @@ class DecisionIn(JsonIn):
     )
 
 
-class DeliveryAttemptOut(serializers.Serializer):
+class OutboxDeliveryAttemptOut(serializers.Serializer):
     at = serializers.DateTimeField()
     reply = serializers.CharField(
         allow_null=True, help_text="What the relay (or this service's pipeline) answered."
@@ -79,7 +79,7 @@ class DeliveryAttemptOut(serializers.Serializer):
     error = serializers.CharField(allow_null=True, help_text="Why the attempt failed.")
 
 
-class DeliveryOut(serializers.Serializer):
+class OutboxDeliveryOut(serializers.Serializer):
     state = serializers.ChoiceField(
         choices=DELIVERY_STATES,
         help_text="not_sent: pending approval, rejected or expired; queued: waiting for its "
@@ -89,7 +89,7 @@ class DeliveryOut(serializers.Serializer):
         "got it through the receive pipeline; captured: kept here and never sent (embedded mode "
         "without EMAIL_URL).",
     )
-    attempts = DeliveryAttemptOut(many=True)
+    attempts = OutboxDeliveryAttemptOut(many=True)
     next_attempt_at = serializers.DateTimeField(allow_null=True)
     reply = serializers.CharField(
         allow_null=True, help_text="The reply that accepted the message (e.g. 250 …)."
@@ -116,7 +116,7 @@ class OutboxOut(serializers.Serializer):
     message_id = serializers.CharField()
     created_at = serializers.DateTimeField()
     sent_at = serializers.DateTimeField(allow_null=True)
-    delivery = DeliveryOut(
+    delivery = OutboxDeliveryOut(
         help_text="Where the message is on its way. status sent means handed to delivery; "
         "this says whether it was delivered."
     )
