@@ -292,10 +292,14 @@ EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
 EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=30.0)  # seconds per SMTP operation
 # System mail (invitations) comes from this address.
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default=f"pigeonhole@{SMTP_HOSTNAME}")
+_relay_named = env.str("EMAIL_URL", default="") or env.str("EMAIL_BACKEND", default="")
 # Invitation links are mailed when a relay is configured (EMAIL_URL or EMAIL_BACKEND set);
 # without one the inviter passes the link on (it is shown once either way).
-_relay_named = env.str("EMAIL_URL", default="") or env.str("EMAIL_BACKEND", default="")
 INVITATION_MAIL = env.bool("INVITATION_MAIL", default=bool(_relay_named))
+# Embedded mode with no relay configured (neither EMAIL_URL nor EMAIL_BACKEND): mail for other
+# domains is captured, kept with its item and shown in the dashboard as captured, never sent to
+# the default relay (nothing listens on localhost:25 on a laptop) and never reported delivered.
+OUTBOX_CAPTURE = env.bool("OUTBOX_CAPTURE", default=EMBEDDED_DB and not _relay_named)
 # Amazon SES through django-ses (EMAIL_BACKEND=django_ses.SESBackend).
 AWS_SES_REGION_NAME = env.str("AWS_SES_REGION_NAME", default="us-east-1")
 AWS_SES_REGION_ENDPOINT = env.str(
@@ -348,6 +352,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "KeyKindEnum": "apikeys.models.KeyKind",
         "LinkKindEnum": ["verify", "login", "reset", "unsubscribe", "other"],
+        "OutboxDeliveryStateEnum": "outbox.models.DELIVERY_STATE_NAMES",
     },
     "APPEND_COMPONENTS": {},
     "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],

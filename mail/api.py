@@ -179,7 +179,8 @@ class StatsApi(APIView):
         operation_id="getStats",
         responses=StatsOut,
         description="Inbox counts by status; emails (total, last 24 h, unread); outbox by "
-        "status; webhook deliveries (last 24 h, failed); the 20 most recent events.",
+        "status, and sent items by delivery state (outbox_delivery); webhook deliveries "
+        "(last 24 h, failed); the 20 most recent events.",
     )
     def get(self, request: Request) -> Response:
         return Response(StatsOut(stats.workspace_stats(request.auth.workspace)).data)

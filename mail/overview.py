@@ -26,8 +26,20 @@ HOURS = 72
 CHART_W, CHART_H = 720, 200
 PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 34, 712, 12, 164
 
-# The outbox chart: one row per status.
-OUTBOX_ROW_H, OUTBOX_LABEL_W, OUTBOX_BAR_W = 30, 84, 180
+# The outbox chart: one row per place an outgoing message can be (deliveries, not hand-overs).
+OUTBOX_ROW_H, OUTBOX_LABEL_W, OUTBOX_BAR_W = 30, 112, 160
+# (key, label, source, field): ``source`` is the /stats block the count comes from.
+OUTBOX_ROWS = (
+    ("pending", "waiting", "outbox", "pending"),
+    ("delivered", "delivered", "outbox_delivery", "delivered"),
+    ("internal", "delivered here", "outbox_delivery", "internal"),
+    ("queued", "queued", "outbox_delivery", "queued"),
+    ("retrying", "retrying", "outbox_delivery", "retrying"),
+    ("captured", "captured", "outbox_delivery", "captured"),
+    ("failed", "failed", "outbox_delivery", "failed"),
+    ("rejected", "rejected", "outbox", "rejected"),
+    ("expired", "expired", "outbox", "expired"),
+)
 
 # The ring of the webhook success rate: a circle with pathLength 100, so the dash is the percent.
 RING_R = 42
@@ -41,7 +53,7 @@ EVENT_WORDS = {
     "inbox.created": "Inbox created",
     "inbox.expired": "Inbox expired",
     "outbound.pending": "Waiting for approval",
-    "outbound.sent": "Mail sent",
+    "outbound.sent": "Handed to delivery",
     "outbound.rejected": "Sending rejected",
     "outbound.failed": "Sending failed",
     "outbound.expired": "Approval expired",
@@ -56,7 +68,6 @@ EVENT_TONE = {
     "outbound.expired": "badge-muted",
     "email.deleted": "badge-muted",
     "email.received": "badge-ok",
-    "outbound.sent": "badge-ok",
 }
 
 
@@ -156,15 +167,19 @@ def mail_chart(series: list[tuple[datetime, int]]) -> dict[str, Any]:
     }
 
 
-def outbox_chart(counts: dict[str, int]) -> dict[str, Any]:
-    """One horizontal bar per outbox status, scaled to the largest."""
+def outbox_chart(numbers: dict[str, Any]) -> dict[str, Any]:
+    """One horizontal bar per place outgoing mail can be, scaled to the largest: waiting for
+    approval, what became of sent mail (delivered, retrying, captured, failed …), rejected and
+    expired. A message handed to delivery counts as delivered only once the relay took it."""
+    counts = {key: numbers[source].get(field, 0) for key, _, source, field in OUTBOX_ROWS}
     top = max(counts.values(), default=0) or 1
     rows = []
-    for index, status in enumerate(stats.OUTBOX_STATUSES):
-        count = counts.get(status, 0)
+    for index, (status, label, _, _) in enumerate(OUTBOX_ROWS):
+        count = counts[status]
         rows.append(
             {
                 "status": status,
+                "label": label,
                 "count": count,
                 "y": index * OUTBOX_ROW_H,
                 "text_y": index * OUTBOX_ROW_H + 19,
@@ -264,7 +279,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     context = {
         "stats": numbers,
         "mail": mail_chart(stats.hourly_received(workspace, hours=HOURS)),
-        "outbox": outbox_chart(numbers["outbox"]),
+        "outbox": outbox_chart(numbers),
         "ring": webhook_ring(stats.webhook_health(workspace)),
         "events": recent_events(workspace, numbers["recent_events"]),
         "inbox": stats.latest_inbox(workspace) if not numbers["emails"]["total"] else None,

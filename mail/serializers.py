@@ -166,6 +166,15 @@ class _OutboxCountsOut(serializers.Serializer):
     expired = serializers.IntegerField()
 
 
+class _OutboxDeliveryCountsOut(serializers.Serializer):
+    queued = serializers.IntegerField(help_text="Handed to delivery, first attempt not made.")
+    retrying = serializers.IntegerField(help_text="The relay refused or deferred; will retry.")
+    delivered = serializers.IntegerField(help_text="The relay accepted the message.")
+    internal = serializers.IntegerField(help_text="Delivered to inboxes of this service.")
+    captured = serializers.IntegerField(help_text="Kept here, never sent (no EMAIL_URL).")
+    failed = serializers.IntegerField(help_text="Failed for good.")
+
+
 class _DeliveryCountsOut(serializers.Serializer):
     deliveries_24h = serializers.IntegerField()
     failed_24h = serializers.IntegerField()
@@ -183,5 +192,8 @@ class StatsOut(serializers.Serializer):
     inboxes = _InboxCountsOut()
     emails = _EmailCountsOut()
     outbox = _OutboxCountsOut()
+    outbox_delivery = _OutboxDeliveryCountsOut(
+        help_text="Sent outbox items by delivery state: what was delivered, not handed over."
+    )
     webhooks = _DeliveryCountsOut()
     recent_events = RecentEventOut(many=True)

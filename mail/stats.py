@@ -42,6 +42,29 @@ def _outbox_counts(workspace: Workspace) -> dict[str, int]:
     return counts
 
 
+# Where sent mail is on its way (the outbox's ``delivery.state``), by stored value.
+OUTBOX_DELIVERY_STATES = {
+    "queued": "queued",
+    "retrying": "retrying",
+    "delivered": "done",
+    "internal": "internal",
+    "captured": "captured",
+    "failed": "failed",
+}
+
+
+def _outbox_delivery_counts(workspace: Workspace) -> dict[str, int]:
+    """Deliveries, not hand-overs: sent items by what became of them."""
+    OutboxItem = apps.get_model("outbox", "OutboxItem")
+    by_value = dict(
+        OutboxItem.objects.filter(workspace=workspace)
+        .exclude(delivery="waiting")
+        .values_list("delivery")
+        .annotate(n=Count("pk"))
+    )
+    return {state: by_value.get(value, 0) for state, value in OUTBOX_DELIVERY_STATES.items()}
+
+
 def workspace_stats(workspace: Workspace) -> dict[str, Any]:
     """The /stats body for one workspace."""
     now = timezone.now()
@@ -68,6 +91,7 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
             "unread": inboxes["unread"] or 0,
         },
         "outbox": _outbox_counts(workspace),
+        "outbox_delivery": _outbox_delivery_counts(workspace),
         "webhooks": Delivery.objects.filter(
             workspace_id=workspace.pk, created_at__gte=now - timedelta(hours=24)
         ).aggregate(deliveries_24h=Count("pk"), failed_24h=Count("pk", filter=Q(status="failed"))),

@@ -62,7 +62,11 @@ class SendApi(APIView):
         parameters=[INBOX_ID, WaitQuery, IDEMPOTENCY],
         request=SendIn,
         responses={
-            200: OpenApiResponse(OutboxOut, description="Sent (handed to delivery)."),
+            200: OpenApiResponse(
+                OutboxOut,
+                description="Sent (handed to delivery; `delivery.state` says whether it was "
+                "delivered, is retrying, failed or was captured).",
+            ),
             202: OpenApiResponse(OutboxOut, description="Pending human approval."),
         },
         description="Sends from the inbox. With approval required (workspace setting, or a key "
@@ -111,7 +115,9 @@ class OutboxApi(APIView):
     )
     def get(self, request: Request) -> Response:
         query = parse_query(OutboxListQuery, request)
-        rows = selectors.outbox_list(request.auth.workspace, status=query.get("status"))
+        rows = selectors.outbox_list(
+            request.auth.workspace, status=query.get("status"), delivery=query.get("delivery")
+        )
         return page_response(
             rows.select_related("decided_by"), query, OutboxOut, record=services.outbound_record
         )
@@ -152,7 +158,8 @@ class DecisionApi(APIView):
         operation_id="decideOutboxItem",
         request=DecisionIn,
         responses=OutboxOut,
-        description="Approve (optionally editing subject and text first) or reject a pending "
+        description="Approve (optionally editing subject and text first; an edited text "
+        "replaces the HTML part with the text rendered as HTML) or reject a pending "
         "item. Only an owner or admin in a dashboard session (same origin, CSRF token): API "
         "keys get 403 forbidden whatever their scopes. 409 invalid_state when not pending.",
     )

@@ -103,21 +103,55 @@ SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 
 class HandoverSmtpBackend(SmtpBackend):
     """Django's SMTP backend, calling ``on_handover`` just before each ``DATA`` command (after
-    the relay accepted sender and recipients, before any byte of the message goes out)."""
+    the relay accepted sender and recipients, before any byte of the message goes out), and
+    keeping what Django's backend drops: the relay's reply to ``DATA`` and the recipients it
+    refused while accepting others."""
 
     on_handover: Callable[[], None] = staticmethod(lambda: None)
+    reply: str = ""
+    refused: dict[str, tuple[int, bytes]]
 
     def open(self) -> bool | None:
         created = super().open()
+        self.refused = {}
         if created and self.connection is not None:
-            data = self.connection.data
+            data, sendmail = self.connection.data, self.connection.sendmail
 
             def announced_data(msg: bytes) -> tuple[int, bytes]:
                 self.on_handover()
-                return data(msg)
+                code, text = data(msg)
+                self.reply = f"{code} {_text(text)}"
+                return code, text
+
+            def noted_sendmail(*args: Any, **kwargs: Any) -> dict[str, tuple[int, bytes]]:
+                self.refused = sendmail(*args, **kwargs)
+                return self.refused
 
             self.connection.data = announced_data
+            self.connection.sendmail = noted_sendmail
         return created
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def accepted_reply(connection: Any) -> str:
+    """What the relay answered to the message, with the recipients it refused, if any."""
+    if not isinstance(connection, HandoverSmtpBackend):
+        return f"accepted by {type(connection).__module__}.{type(connection).__name__}"
+    reply = connection.reply or "accepted"
+    refused = getattr(connection, "refused", {}) or {}
+    if refused:
+        reply += "; refused: " + "; ".join(
+            f"{rcpt}: {code} {_text(msg)}" for rcpt, (code, msg) in refused.items()
+        )
+    return reply[:1000]
+
+
+def capturing() -> bool:
+    """Whether mail for other domains is kept here instead of sent (``OUTBOX_CAPTURE``)."""
+    return bool(settings.OUTBOX_CAPTURE)
 
 
 def _nothing() -> None:
@@ -150,14 +184,15 @@ def deliver_external(
     mail_from: str,
     recipients: list[str],
     on_handover: Callable[[], None] = _nothing,
-    on_accepted: Callable[[], None] = _nothing,
+    on_accepted: Callable[[str], None] = lambda reply: None,
 ) -> None:
     """Through the configured backend; raises :class:`Failure`.
 
     ``on_handover`` runs just before the message goes out (SMTP: before ``DATA``; other backends:
-    before the call); an exception from it aborts the attempt unsent. ``on_accepted`` runs as
-    soon as the backend accepted the message, before the connection is closed; its exceptions
-    propagate unchanged (the message is out: the caller must not record a failure).
+    before the call); an exception from it aborts the attempt unsent. ``on_accepted`` runs with
+    the relay's reply as soon as the backend accepted the message, before the connection is
+    closed; its exceptions propagate unchanged (the message is out: the caller must not record a
+    failure).
     """
     smtp = settings.EMAIL_BACKEND == SMTP_BACKEND
     watchdog: threading.Timer | None = None
@@ -183,7 +218,7 @@ def deliver_external(
             raise _classify(exc) from exc
         if not sent:
             raise Failure("the email backend sent nothing", permanent=False)
-        on_accepted()
+        on_accepted(accepted_reply(connection))
     finally:
         watchdog.cancel()
         with contextlib.suppress(Exception):

@@ -36,7 +36,8 @@ class ApproveForm(forms.Form):
         required=False,
         strip=False,
         widget=forms.Textarea(attrs={"data-field": "text", "rows": 10}),
-        help_text="Edit before approving if needed; the recipients get what is here.",
+        help_text="Edit before approving if needed; the recipients get what is here (an edited "
+        "text also replaces the HTML part, if any, with this text rendered as HTML).",
     )
     note = forms.CharField(
         label="Note (optional)",

@@ -1,9 +1,10 @@
 """Outgoing mail and its approval state machine.
 
 ``status`` is the item's state for clients: pending → sent | rejected | expired; sent → failed
-when delivery fails for good. ``delivery`` is the worker's row-as-truth for handing a sent item
-to its recipients (internal through the receive pipeline, external through the email backend),
-with attempts, the next attempt time and a lease.
+when delivery fails for good. ``sent`` means handed to delivery, not delivered: ``delivery`` is
+the worker's row-as-truth for handing a sent item to its recipients (internal through the
+receive pipeline, external through the email backend), with attempts, their log, the relay's
+reply, the next attempt time and a lease. The API shows it as ``delivery.state``.
 """
 
 from __future__ import annotations
@@ -31,8 +32,24 @@ class Delivery(models.TextChoices):
     WAITING = "waiting"  # not to be sent (pending approval, rejected, expired)
     QUEUED = "queued"
     RETRYING = "retrying"
-    DONE = "done"
+    DONE = "done"  # the relay accepted it (``relay_reply``); shown as ``delivered``
     FAILED = "failed"
+    INTERNAL = "internal"  # every recipient is hosted here: delivered through the pipeline
+    CAPTURED = "captured"  # kept here, never sent (embedded mode without EMAIL_URL)
+
+
+# The delivery state as the API names it (``delivery.state``; ``GET /outbox?delivery=``).
+DELIVERY_STATE = {
+    Delivery.WAITING: "not_sent",
+    Delivery.QUEUED: "queued",
+    Delivery.RETRYING: "retrying",
+    Delivery.DONE: "delivered",
+    Delivery.FAILED: "failed",
+    Delivery.INTERNAL: "internal",
+    Delivery.CAPTURED: "captured",
+}
+
+DELIVERY_STATE_NAMES = list(DELIVERY_STATE.values())  # the enum of the OpenAPI document
 
 
 class Kind(models.TextChoices):
@@ -72,6 +89,10 @@ class OutboxItem(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     leased_until = models.DateTimeField(null=True, blank=True)
     internal_delivered = models.BooleanField(default=False)
+    # One entry per attempt: {"at", "reply" (what the relay or pipeline answered) or "error"}.
+    attempt_log = models.JSONField(default=list, blank=True)
+    relay_reply = models.TextField(blank=True, default="")  # the reply that accepted the message
+    delivered_at = models.DateTimeField(null=True, blank=True)
     # Set just before the message itself goes to the relay (SMTP: before DATA), cleared with the
     # attempt's outcome: an attempt that finds it set follows one that stopped while the relay
     # may have been accepting the message.
@@ -90,6 +111,8 @@ class OutboxItem(models.Model):
             # GET /outbox?status=, newest first.
             models.Index(fields=["workspace", "status", "-id"], name="outbox_ws_status"),
             models.Index(fields=["workspace", "-id"], name="outbox_ws_list"),
+            # Deliveries by state: /stats, the overview, GET /outbox?delivery=.
+            models.Index(fields=["workspace", "delivery"], name="outbox_ws_delivery"),
             # The delivery sweeper.
             models.Index(
                 fields=["next_attempt_at"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
@@ -10,14 +11,59 @@ from django.db.models.functions import Coalesce
 
 from apikeys.models import Workspace
 from outbox.exceptions import OutboxNotFound
-from outbox.models import OutboxItem, Status
+from outbox.models import DELIVERY_STATE, Delivery, OutboxItem, Status
+from outbox.parts import OutgoingParts, outgoing_parts
+
+DELIVERY_BY_STATE = {name: value for value, name in DELIVERY_STATE.items()}
 
 
-def outbox_list(workspace: Workspace, *, status: str | None = None) -> QuerySet[OutboxItem]:
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment else None
+
+
+def delivery_record(item: OutboxItem) -> dict[str, Any]:
+    """Where the message is on its way: the state, every attempt, the next one, the reply."""
+    return {
+        "state": DELIVERY_STATE.get(item.delivery, item.delivery),
+        "attempts": list(item.attempt_log or []),
+        "next_attempt_at": (
+            _iso(item.next_attempt_at)
+            if item.delivery in (Delivery.QUEUED, Delivery.RETRYING)
+            else None
+        ),
+        "reply": item.relay_reply or None,
+        "delivered_at": _iso(item.delivered_at),
+    }
+
+
+def outbox_list(
+    workspace: Workspace, *, status: str | None = None, delivery: str | None = None
+) -> QuerySet[OutboxItem]:
+    """The workspace's items, newest first unless ordered otherwise; ``delivery`` is an API
+    state name (``delivered``, ``captured`` …)."""
     queryset = OutboxItem.objects.filter(workspace=workspace).defer("raw")
     if status:
         queryset = queryset.filter(status=status)
+    if delivery:
+        queryset = queryset.filter(delivery=DELIVERY_BY_STATE[delivery])
     return queryset
+
+
+def outbox_outgoing(workspace: Workspace, *, delivery: str | None = None) -> QuerySet[OutboxItem]:
+    """Every item of the workspace for the outgoing-mail page, newest first."""
+    return (
+        outbox_list(workspace, delivery=delivery)
+        .select_related("inbox", "key", "decided_by")
+        .order_by("-created_at", "-id")
+    )
+
+
+def outbox_parts(item: OutboxItem) -> OutgoingParts:
+    """What the item sends, read from its stored message (the bytes the relay gets)."""
+    raw = OutboxItem.objects.filter(workspace_id=item.workspace_id, pk=item.pk).values_list(
+        "raw", flat=True
+    )
+    return outgoing_parts(bytes(raw.first() or b""))
 
 
 def outbox_get(workspace: Workspace, item_id: str) -> OutboxItem:

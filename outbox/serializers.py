@@ -7,7 +7,7 @@ from rest_framework import serializers
 from config.api.inputs import JsonIn, single_line
 from config.api.query import PageQuery
 from mail.serializers import AddressOut
-from outbox.models import Status
+from outbox.models import DELIVERY_STATE_NAMES, Status
 
 
 class SendIn(JsonIn):
@@ -42,10 +42,16 @@ class WaitQuery(serializers.Serializer):
     )
 
 
+DELIVERY_STATES = DELIVERY_STATE_NAMES
+
+
 class OutboxListQuery(PageQuery):
     default_limit = 50
     max_limit = 200
     status = serializers.ChoiceField(choices=Status.choices, required=False)
+    delivery = serializers.ChoiceField(
+        choices=DELIVERY_STATES, required=False, help_text="Only items in this delivery state."
+    )
 
 
 class DecisionIn(JsonIn):
@@ -55,8 +61,40 @@ class DecisionIn(JsonIn):
         max_length=998, allow_blank=True, required=False, validators=[single_line]
     )
     text = serializers.CharField(
-        max_length=1_000_000, allow_blank=True, required=False, trim_whitespace=False
+        max_length=1_000_000,
+        allow_blank=True,
+        required=False,
+        trim_whitespace=False,
+        help_text="The edited text. If the item has an HTML part, an edited text replaces it "
+        "with the text rendered as HTML (escaped; paragraphs at blank lines, <br> at line "
+        "breaks), so the recipients get what was approved. A forwarded copy takes no edits.",
     )
+
+
+class OutboxDeliveryAttemptOut(serializers.Serializer):
+    at = serializers.DateTimeField()
+    reply = serializers.CharField(
+        allow_null=True, help_text="What the relay (or this service's pipeline) answered."
+    )
+    error = serializers.CharField(allow_null=True, help_text="Why the attempt failed.")
+
+
+class OutboxDeliveryOut(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=DELIVERY_STATES,
+        help_text="not_sent: pending approval, rejected or expired; queued: waiting for its "
+        "first attempt; retrying: the relay refused the connection or answered 4xx, the next "
+        "attempt is at next_attempt_at; delivered: the relay accepted it (reply); failed: a 5xx "
+        "or the retries ran out (status failed); internal: every recipient is hosted here and "
+        "got it through the receive pipeline; captured: kept here and never sent (embedded mode "
+        "without EMAIL_URL).",
+    )
+    attempts = OutboxDeliveryAttemptOut(many=True)
+    next_attempt_at = serializers.DateTimeField(allow_null=True)
+    reply = serializers.CharField(
+        allow_null=True, help_text="The reply that accepted the message (e.g. 250 …)."
+    )
+    delivered_at = serializers.DateTimeField(allow_null=True)
 
 
 class OutboxOut(serializers.Serializer):
@@ -78,6 +116,10 @@ class OutboxOut(serializers.Serializer):
     message_id = serializers.CharField()
     created_at = serializers.DateTimeField()
     sent_at = serializers.DateTimeField(allow_null=True)
+    delivery = OutboxDeliveryOut(
+        help_text="Where the message is on its way. status sent means handed to delivery; "
+        "this says whether it was delivered."
+    )
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()

@@ -25,6 +25,8 @@ from outbox import delivery as transport
 from outbox import mime
 from outbox.exceptions import InvalidState
 from outbox.models import Delivery, Kind, OutboxItem, Status
+from outbox.parts import text_as_html
+from outbox.selectors import delivery_record
 from webhooks import events
 
 logger = logging.getLogger(__name__)
@@ -37,6 +39,10 @@ OUTBOUND_EXPIRED = "outbound.expired"  # not a webhook type; it wakes waiters
 RETRY_SCHEDULE = (30, 120, 600, 1800, 7200)  # transient relay failures
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 SWEEP_GRACE = timedelta(seconds=10)  # a queued task's time to reach a worker before another
+MAX_ATTEMPT_LOG = 20
+CAPTURED_REPLY = (
+    "captured here, not sent: embedded mode without EMAIL_URL keeps mail for other domains"
+)
 INTERRUPTED_HANDOVER = (
     "an earlier attempt stopped while the relay may have been accepting the message; "
     "it was sent again and may arrive twice"
@@ -69,6 +75,7 @@ def outbound_record(item: OutboxItem) -> dict[str, Any]:
         "message_id": item.message_id,
         "created_at": _iso(item.created_at),
         "sent_at": _iso(item.sent_at),
+        "delivery": delivery_record(item),
     }
 
 
@@ -198,7 +205,11 @@ def decide(
     subject: str | None = None,
     text: str | None = None,
 ) -> OutboxItem:
-    """Approve (optionally with edits) or reject a pending item; exactly one decision wins."""
+    """Approve (optionally with edits) or reject a pending item; exactly one decision wins.
+
+    What is approved is what goes out: an edited text replaces the HTML part, if there is one,
+    with :func:`outbox.parts.text_as_html` of the edited text (the approval page says so before
+    the click), and a forwarded copy, sent as received, takes no edits."""
     if role not in ("owner", "admin"):
         raise Forbidden("Only an owner or an admin may decide.")
     now = timezone.now()
@@ -211,18 +222,30 @@ def decide(
         if locked.status != Status.PENDING:
             raise InvalidState(f"The item is {locked.status}, not pending.")
         locked.decided_by, locked.decided_at, locked.decision_note = user, now, note
-        if decision == "approve":
-            if locked.kind == Kind.FORWARD and (
-                (subject is not None and subject != locked.subject)
-                or (text is not None and text != locked.text)
-            ):
-                raise ValidationFailed.at(
-                    "text", "A forwarded copy goes out as it was received; it cannot be edited."
+        if decision == "approve" and locked.kind == Kind.FORWARD:
+            # Sent as received: the same subject or text given back is no edit, any other is.
+            edited = [
+                (path, value)
+                for path, value, stored in (
+                    ("subject", subject, locked.subject),
+                    ("text", text, locked.text),
                 )
+                if value is not None and value != stored
+            ]
+            if edited:
+                raise ValidationFailed.at(
+                    edited[0][0], "A forwarded copy is sent as received; it cannot be edited."
+                )
+            _mark_sent(locked)
+            locked.save()
+            _emit(locked, OUTBOUND_SENT)
+        elif decision == "approve":
             if subject is not None:
                 locked.subject = subject
-            if text is not None:
+            if text is not None and text != locked.text:
                 locked.text = text
+                if locked.html:
+                    locked.html = text_as_html(text)
             reply = []
             if locked.in_reply_to:
                 original = Email.objects.filter(
@@ -230,8 +253,7 @@ def decide(
                 ).first()
                 if original is not None:
                     reply = [*original.references, original.message_id]
-            if locked.kind != Kind.FORWARD:  # a forward's bytes are the received message's
-                locked.raw = _build(locked, [r for r in reply if r][-20:])
+            locked.raw = _build(locked, [r for r in reply if r][-20:])
             _mark_sent(locked)
             locked.save()
             _emit(locked, OUTBOUND_SENT)
@@ -290,14 +312,27 @@ def attempt_delivery(item_id: str) -> bool:
     internal, external = transport.split_recipients(recipients)
     if internal and not item.internal_delivered:
         with transaction.atomic():  # the copies and the mark commit together: never twice
-            notes += transport.deliver_internal(
+            refused = transport.deliver_internal(
                 raw, mail_from=item.from_address, recipients=internal
             )
+            notes += refused
             OutboxItem.objects.filter(workspace_id=item.workspace_id, pk=item.pk).update(
                 internal_delivered=True
             )
+        taken = [r for r in internal if not any(x.startswith(f"{r}:") for x in refused)]
+        here = f"delivered through this service's pipeline to {', '.join(taken) or 'nobody'}"
+    else:
+        taken, here = [], ""
     if not external:
-        _record_attempt(item, None, notes)
+        if here and not taken:  # every hosted recipient refused it: nothing went anywhere
+            failure = transport.Failure("no recipient accepted the message", permanent=True)
+            _record_attempt(item, failure, notes)
+        else:
+            _record_attempt(item, None, notes, state=Delivery.INTERNAL, reply=here)
+        return True
+    if transport.capturing():
+        reply = "; ".join(filter(None, [CAPTURED_REPLY, here]))
+        _record_attempt(item, None, notes, state=Delivery.CAPTURED, reply=reply)
         return True
 
     def handing_over() -> None:
@@ -311,29 +346,47 @@ def attempt_delivery(item_id: str) -> bool:
             mail_from=item.from_address,
             recipients=external,
             on_handover=handing_over,
-            on_accepted=lambda: _record_attempt(item, None, notes),
+            on_accepted=lambda reply: _record_attempt(
+                item, None, notes, reply="; ".join(filter(None, [reply, here]))
+            ),
         )
     except transport.Failure as failure:
         _record_attempt(item, failure, notes)
     return True
 
 
-def _record_attempt(item: OutboxItem, failure: transport.Failure | None, notes: list[str]) -> None:
-    """The outcome of an attempt; a success is one UPDATE, sent the moment the relay said 250."""
+def _record_attempt(
+    item: OutboxItem,
+    failure: transport.Failure | None,
+    notes: list[str],
+    *,
+    state: str = Delivery.DONE,
+    reply: str = "",
+) -> None:
+    """The outcome of an attempt, logged; a success is one UPDATE, sent the moment the relay
+    said 250 (``state`` says where it went: the relay, this service's pipeline, or captured)."""
+    now = timezone.now()
     item.attempts += 1
     item.leased_until = item.handover_at = None
+    entry: dict[str, Any] = {"at": _iso(now), "reply": None, "error": None}
     if failure is None:
-        item.delivery, item.next_attempt_at = Delivery.DONE, None
+        item.delivery, item.next_attempt_at = state, None
         item.error = "; ".join(notes)
+        item.relay_reply = entry["reply"] = reply
+        if state != Delivery.CAPTURED:
+            item.delivered_at = now
     elif not failure.permanent and item.attempts <= len(RETRY_SCHEDULE):
         delay = RETRY_SCHEDULE[item.attempts - 1] * random.uniform(0.9, 1.1)
         item.delivery = Delivery.RETRYING
-        item.next_attempt_at = timezone.now() + timedelta(seconds=delay)
-        item.error = "; ".join([*notes, failure.message])
+        item.next_attempt_at = now + timedelta(seconds=delay)
+        item.error = entry["error"] = "; ".join([*notes, failure.message])
     else:
         item.delivery, item.next_attempt_at = Delivery.FAILED, None
-        item.status, item.error = Status.FAILED, "; ".join([*notes, failure.message])
+        item.status = Status.FAILED
+        item.error = entry["error"] = "; ".join([*notes, failure.message])
+    item.attempt_log = [*(item.attempt_log or []), entry][-MAX_ATTEMPT_LOG:]
     fields = ["attempts", "leased_until", "handover_at", "delivery", "next_attempt_at", "error"]
+    fields += ["attempt_log", "relay_reply", "delivered_at"]
     if item.status == Status.FAILED:
         with transaction.atomic():
             item.save(update_fields=[*fields, "status"])

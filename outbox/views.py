@@ -1,4 +1,5 @@
-"""Dashboard pages of the outbox: the approvals queue, one item, and the decision history.
+"""Dashboard pages of the outbox: the approvals queue, one item, the decision history, and every
+outgoing message with its delivery state and attempts.
 
 Views stay thin: they call ``outbox.selectors`` and, for the no-JavaScript fallback of the
 decision, ``outbox.services.decide`` — the same service the decision endpoint calls. In the
@@ -15,6 +16,7 @@ from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from apikeys.dashboard import member_required
@@ -27,8 +29,18 @@ from outbox.models import OutboxItem, Status
 DECIDERS = (Role.OWNER, Role.ADMIN)
 QUEUE_PAGE_SIZE = 50
 HISTORY_PAGE_SIZE = 25
+OUTGOING_PAGE_SIZE = 25
+DELIVERY_FILTERS = [
+    ("delivered", "Delivered"),
+    ("internal", "Delivered here"),
+    ("retrying", "Retrying"),
+    ("queued", "Queued"),
+    ("failed", "Failed"),
+    ("captured", "Captured, not sent"),
+    ("not_sent", "Not sent (waiting, rejected, expired)"),
+]
 HISTORY_STATUSES = [
-    (Status.SENT, "Approved (sent)"),
+    (Status.SENT, "Approved (handed to delivery)"),
     (Status.REJECTED, "Rejected"),
     (Status.FAILED, "Approved, delivery failed"),
     (Status.EXPIRED, "Expired undecided"),
@@ -62,8 +74,37 @@ def approvals_history(request: HttpRequest) -> HttpResponse:
         status = ""
     rows = selectors.outbox_approval_history(membership.workspace, status=status or None)
     page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    for item in page:
+        item.delivery_view = _delivery_view(item)  # type: ignore[attr-defined]
     context = {"page": page, "status": status, "statuses": HISTORY_STATUSES}
     return render(request, "outbox/history.html", context)
+
+
+@member_required()
+def outgoing(request: HttpRequest) -> HttpResponse:
+    """Every outgoing message of the workspace, newest first, with its delivery state."""
+    membership = _membership(request)
+    state = request.GET.get("delivery", "")
+    if state not in dict(DELIVERY_FILTERS):
+        state = ""
+    rows = selectors.outbox_outgoing(membership.workspace, delivery=state or None)
+    page = Paginator(rows, OUTGOING_PAGE_SIZE).get_page(request.GET.get("page"))
+    for item in page:
+        item.delivery_view = _delivery_view(item)  # type: ignore[attr-defined]
+    context = {"page": page, "delivery_filter": state, "filters": DELIVERY_FILTERS}
+    return render(request, "outbox/outgoing.html", context)
+
+
+def _delivery_view(item: OutboxItem) -> dict[str, Any]:
+    """The API's ``delivery`` with times the template can format."""
+    record = selectors.delivery_record(item)
+    record["next_attempt_at"] = item.next_attempt_at if record["next_attempt_at"] else None
+    record["delivered_at"] = item.delivered_at
+    record["attempts"] = [
+        {**attempt, "at": parse_datetime(attempt["at"]) if attempt.get("at") else None}
+        for attempt in record["attempts"]
+    ]
+    return record
 
 
 def _item_page(
@@ -79,6 +120,8 @@ def _item_page(
     decides = membership.role in DECIDERS
     context: dict[str, Any] = {
         "item": item,
+        "parts": selectors.outbox_parts(item),
+        "delivery": _delivery_view(item),
         "pending": pending,
         "decides": decides,
         "expires_at": selectors.outbox_expires_at(item) if pending else None,
@@ -142,5 +185,6 @@ def approval_decide(request: HttpRequest, item_id: str) -> HttpResponse:
         if item.status == Status.REJECTED:
             messages.success(request, "Rejected. Nothing was sent.")
         else:
-            messages.success(request, f"Approved and sent to {', '.join(item.to + item.cc)}.")
+            recipients = ", ".join(item.to + item.cc)
+            messages.success(request, f"Approved and handed to delivery for {recipients}.")
     return redirect("approval_detail", item_id=item.pk)

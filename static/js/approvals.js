@@ -59,7 +59,7 @@
 
   // --- plain words for the API's answers ------------------------------------------------------
   var OUTCOME = {
-    sent: "approved and sent",
+    sent: "approved and handed to delivery",
     rejected: "rejected",
     failed: "approved, but delivery failed",
     expired: "left undecided until it expired"
@@ -249,9 +249,48 @@
       .catch(function () { /* the next round retries */ });
   }
 
+  // --- what goes out when the text is edited ----------------------------------------------------
+  // The decision service replaces the HTML part with the edited text rendered as HTML
+  // (outbox.parts.text_as_html); this mirrors it character for character, so the frame shows
+  // the HTML part that will go out before the approver clicks.
+  function escapeHtml(text) {
+    return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
+      .replace(/"/g, "&quot;").replace(/'/g, "&#x27;");
+  }
+
+  function textAsHtml(text) {
+    text = text.replace(/\r\n/g, "\n").replace(/\r/g, "\n");
+    return text.split(/\n{2,}/).map(function (paragraph) {
+      return "<p>" + escapeHtml(paragraph).replace(/\n/g, "<br>") + "</p>";
+    }).join("\n\n");
+  }
+
+  function previewEdits(section) {
+    var field = section.querySelector('form[data-decision="approve"] [data-field="text"]');
+    var textPart = document.querySelector("[data-part-text]");
+    if (field && textPart) {  // the text part shown is the one that will go out
+      var originalText = textPart.textContent;
+      field.addEventListener("input", function () {
+        textPart.textContent = field.value !== field.defaultValue ? field.value : originalText;
+      });
+    }
+    var frame = document.querySelector("iframe[data-part-html]");
+    var notice = document.querySelector("[data-html-replaced]");
+    if (!field || !frame || !notice || !section.querySelector("[data-html-edit-notice]")) { return; }
+    var original = frame.getAttribute("srcdoc");
+    field.addEventListener("input", function () {
+      var edited = field.value !== field.defaultValue;
+      notice.hidden = !edited;
+      frame.setAttribute("data-edited", edited ? "1" : "0");
+      frame.srcdoc = edited
+        ? '<!doctype html>\n<html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer"></head>\n<body>' + textAsHtml(field.value) + "</body></html>\n"
+        : original;
+    });
+  }
+
   function start() {
     var section = document.getElementById("decision");
-    if (section) { setUpDecision(section); }
+    if (section) { setUpDecision(section); previewEdits(section); }
     document.querySelectorAll("[data-outbox-wait]").forEach(watch);
     document.querySelectorAll("[data-approvals-queue]").forEach(function (el) {
       window.setInterval(function () { refreshQueue(el); }, QUEUE_REFRESH_MS);

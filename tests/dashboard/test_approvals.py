@@ -9,14 +9,19 @@ the API exactly as the recipient would see it.
 
 from __future__ import annotations
 
+import email
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from email import policy
+from email.message import EmailMessage
 from typing import Any
 
 import httpx
 import pytest
+from aiosmtpd.controller import Controller
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -25,8 +30,9 @@ from apikeys.models import Role
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail.models import Email
+from outbox import mime
 from outbox import services as outbox_services
-from outbox.models import OutboxItem, Status
+from outbox.models import Kind, OutboxItem, Status
 from tests.dashboard.conftest import (
     PASSWORD,
     Team,
@@ -36,7 +42,8 @@ from tests.dashboard.conftest import (
     login,
     screenshot,
 )
-from tests.live import Stack
+from tests.live import Stack, free_port
+from tests.outbox.conftest import Sink
 
 DECISION = re.compile(r"/api/v1/outbox/out_[0-9a-z]+/decision$")
 
@@ -173,12 +180,15 @@ def test_admin_approves_with_edits_and_the_recipient_gets_the_edited_version(
     expect(page.locator("[data-reason]")).to_have_text("Bob signed up at 10:02")
     expect(page.locator("[data-to]")).to_have_text(outbox.recipient.address)
     expect(page.locator("[data-text]")).to_have_text("Hi Bob,\nyour code is 4821.\n")
-    # The HTML part is shown as escaped source, never run or rendered.
-    page.get_by_text("HTML part (shown as source, not rendered)").click()
+    # The HTML part is shown sanitised in a sandboxed frame, and as escaped source.
+    page.get_by_text("HTML source").click()
     expect(page.locator("[data-html]")).to_have_text(
         "<p onclick=\"alert('x')\">Hi <b>Bob</b></p><script>alert(1)</script>"
     )
     assert page.locator("main b").count() == 0
+    shown = page.frame_locator("iframe[data-part-html]").locator("body")
+    expect(shown).to_have_text("Hi Bob")
+    assert shown.inner_html().strip() == "<p>Hi <b>Bob</b></p>"
     expect(page.locator("[data-state]")).to_contain_text("Waiting for a decision")
     screenshot(page, "approvals-item")
 
@@ -214,6 +224,8 @@ def test_admin_approves_with_edits_and_the_recipient_gets_the_edited_version(
         "Hi Bob,\nyour code is 4821.\nSee you soon!"
     )
     assert delivered["from"]["address"] == outbox.sender.address
+    # The edited text replaced the HTML part (the page said so before the click).
+    assert delivered["html"].strip() == ("<p>Hi Bob,<br>your code is 4821.<br>See you soon!</p>")
     assert not Email.objects.filter(inbox=outbox.recipient, subject="Welcom to Acme").exists()
 
 
@@ -363,7 +375,7 @@ def test_without_javascript_the_forms_post_to_the_dashboard(
         approve.get_by_label("Subject").fill("No script, edited")
         approve.get_by_role("button", name="Approve and send").click()
         expect(page.get_by_role("status").first).to_have_text(
-            f"Approved and sent to {outbox.recipient.address}."
+            f"Approved and handed to delivery for {outbox.recipient.address}."
         )
         assert page.url.endswith(f"/approvals/{item_id}/")
         item = OutboxItem.objects.get(pk=item_id)
@@ -399,9 +411,10 @@ def test_history_filters_and_pages(page, outbox: Outbox) -> None:
     expect(rows).to_have_count(3)
     expect(rows.nth(0)).to_contain_text("Item 01")
     expect(rows.nth(1)).to_contain_text("Item 00")
-    expect(rows.nth(1)).to_contain_text("approved, sent")
+    expect(rows.nth(1)).to_contain_text("approved, handed over")
+    expect(rows.nth(1).locator("[data-delivery]")).to_have_text("delivered here")
     expect(rows.nth(2)).to_contain_text("Too late")  # expired an hour ago
-    page.get_by_label("Show").select_option(label="Approved (sent)")
+    page.get_by_label("Show").select_option(label="Approved (handed to delivery)")
     page.get_by_role("button", name="Filter").click()
     expect(rows).to_have_count(1)
     expect(rows.first.locator("[data-note]")).to_have_text("note 00")
@@ -430,3 +443,203 @@ def test_another_workspaces_item_is_not_found(page, outbox: Outbox) -> None:
     page.goto("/approvals/")
     expect(page.locator("[data-empty]")).to_be_visible()
     assert "Private" not in page.locator("main").inner_text()
+
+
+# --- what is approved is what goes out (a real relay on 127.0.0.1) -----------------------------
+
+
+@pytest.fixture(scope="module")
+def relay() -> Iterator[Sink]:
+    """The SMTP relay of this module's stack: mail for other domains lands here."""
+    state = Sink(port=free_port())
+    controller = Controller(state, hostname="127.0.0.1", port=state.port)
+    controller.start()
+    yield state
+    controller.stop()
+
+
+@pytest.fixture(scope="module")
+def stack(django_db_setup: None, django_db_blocker: Any, relay: Sink) -> Iterator[Stack]:
+    """The live stack of this module, relaying mail for other domains to ``relay``."""
+    from django.db import connection
+
+    running = Stack(connection.settings_dict["NAME"])
+    for process in {id(running.web): running.web, id(running.smtp): running.smtp}.values():
+        process.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # see tests/dashboard/conftest.py
+        for name in ("EMAIL_BACKEND", "OUTBOX_CAPTURE"):
+            process.env.pop(name, None)
+        process.env["EMAIL_URL"] = f"smtp://127.0.0.1:{relay.port}"
+    running.start()
+    yield running
+    running.stop()
+
+
+def relayed(relay: Sink, subject: str) -> tuple[list[str], EmailMessage]:
+    """The envelope recipients and the parsed bytes of the message the relay got."""
+    deadline = time.monotonic() + 30
+    while True:
+        for _, rcpts, raw in list(relay.received):
+            message = email.message_from_bytes(raw, policy=policy.default)
+            if message["Subject"] == subject:
+                assert isinstance(message, EmailMessage)
+                return rcpts, message
+        assert time.monotonic() < deadline, f"the relay never got {subject!r}"
+        time.sleep(0.1)
+
+
+def content(part: EmailMessage | None) -> str:
+    """A text part as its reader gets it (SMTP carries CRLF line ends)."""
+    assert part is not None
+    return part.get_content().replace("\r\n", "\n")
+
+
+def shown(page: Any) -> dict[str, Any]:
+    """What the approval page shows will go out."""
+    if not page.locator("iframe[data-part-html]").count():
+        page.locator("[data-part-html-none]").wait_for()
+        html = {"html_source": None, "html_shown": None}
+    else:
+        html = {
+            "html_source": page.locator("[data-html]").text_content(),
+            "html_shown": page.frame_locator("iframe[data-part-html]")
+            .locator("body")
+            .inner_html()
+            .strip(),
+        }
+    return html | {
+        "to": page.locator("[data-part-to]").inner_text(),
+        "cc": page.locator("[data-part-cc]").inner_text(),
+        "bcc": page.locator("[data-part-bcc]").inner_text(),
+        "envelope": page.locator("[data-envelope]").inner_text().split(", "),
+        "attachments": page.locator("[data-attachments]").inner_text(),
+        "text": page.locator("[data-part-text]").inner_text(),
+    }
+
+
+def test_an_edited_text_replaces_the_html_part_and_the_page_shows_it_before_the_click(
+    page, outbox: Outbox, relay: Sink
+) -> None:
+    item_id = outbox.send(
+        "Your order",
+        "Hi, please cancel my order.",
+        to=["shop@example.com"],
+        cc=["orders@example.org"],
+        html="<b>please cancel</b> my order",
+    )
+    login(page, "owner@acme.test")
+    page.goto(f"/approvals/{item_id}/")
+    before = shown(page)
+    assert before["html_shown"] == "<b>please cancel</b> my order"
+    assert (before["to"], before["cc"], before["bcc"]) == (
+        "shop@example.com",
+        "orders@example.org",
+        "—",
+    )
+    assert before["attachments"] == "none"
+    # Before any click, the page says what an edit of the text does to the HTML part.
+    expect(page.locator("[data-html-edit-notice]")).to_contain_text(
+        "If you edit the text, the HTML part is replaced by your text rendered as HTML"
+    )
+    expect(page.locator("[data-html-replaced]")).to_be_hidden()
+    edited = "Hi, please keep my order.\n\nThanks & regards <Bob>"
+    page.locator('form[data-decision="approve"]').get_by_label("Text").fill(edited)
+    expect(page.locator("[data-html-replaced]")).to_be_visible()
+    frame = page.frame_locator("iframe[data-part-html]").locator("body")
+    expect(frame).to_contain_text("Thanks & regards <Bob>")
+    preview = frame.inner_html().strip()
+    expect(page.locator("[data-part-text]")).to_have_text(edited)  # the text part that goes out
+    assert preview == "<p>Hi, please keep my order.</p>\n\n<p>Thanks &amp; regards &lt;Bob&gt;</p>"
+    screenshot(page, "approvals-edit-replaces-html")
+    with page.expect_response(DECISION) as answer:
+        page.get_by_role("button", name="Approve and send").click()
+    assert answer.value.status == 200
+    assert OutboxItem.objects.get(pk=item_id).html == preview
+
+    rcpts, message = relayed(relay, "Your order")
+    assert sorted(rcpts) == sorted(before["envelope"])
+    assert (message["To"], message["Cc"], message["Bcc"]) == (before["to"], before["cc"], None)
+    assert content(message.get_body(("plain",))).rstrip("\n") == edited
+    assert content(message.get_body(("html",))).rstrip("\n") == preview
+    assert b"please cancel" not in relay.received[-1][2]
+    assert list(message.iter_attachments()) == []
+    # The page of the decided item shows what went out, and that the relay took it.
+    expect(page.locator("[data-state]")).to_contain_text("Approved by owner@acme.test")
+    after = shown(page)
+    assert after["text"].rstrip("\n") == edited and after["html_shown"] == preview
+    expect(page.locator("[data-delivery-section] [data-delivery]")).to_have_text("delivered")
+    expect(page.locator("[data-delivery-section] [data-reply]")).to_have_text("250 OK")
+
+
+def test_an_unedited_approval_sends_byte_for_byte_what_the_page_showed(
+    page, outbox: Outbox, relay: Sink
+) -> None:
+    html = '<p style="color:red">Hi <i>Ann</i></p><script>alert(1)</script><img src="https://t.example/x.gif">'
+    item_id = outbox.send(
+        "As written", "Hi Ann,\nsee you.\n", to=["ann@example.com", "al@example.net"], html=html
+    )
+    login(page, "admin@acme.test")
+    page.goto(f"/approvals/{item_id}/")
+    before = shown(page)
+    # Shown safely (no script, no remote image fetched, no style), the source as it goes out.
+    assert "<script" not in before["html_shown"] and "t.example" not in before["html_shown"]
+    assert "<i>Ann</i>" in before["html_shown"]
+    assert before["html_source"].rstrip("\n") == html
+    with page.expect_response(DECISION) as answer:
+        page.get_by_role("button", name="Approve and send").click()
+    assert answer.value.status == 200
+    rcpts, message = relayed(relay, "As written")
+    assert sorted(rcpts) == sorted(before["envelope"]) == ["al@example.net", "ann@example.com"]
+    assert message["To"] == before["to"] == "ann@example.com, al@example.net"
+    assert message["Cc"] is None and before["cc"] == "—"
+    assert content(message.get_body(("plain",))) == before["text"] == "Hi Ann,\nsee you.\n"
+    assert content(message.get_body(("html",))).rstrip("\n") == html
+    assert list(message.iter_attachments()) == [] and before["attachments"] == "none"
+
+
+def message_has_no_html(raw: bytes) -> bool:
+    parsed = email.message_from_bytes(raw, policy=policy.default)
+    return isinstance(parsed, EmailMessage) and parsed.get_body(("html",)) is None
+
+
+def test_a_forwarded_copy_shows_its_attachments_and_goes_out_as_received(
+    page, outbox: Outbox, relay: Sink
+) -> None:
+    original = EmailMessage(policy=policy.SMTP)
+    original["From"] = "Vendor <billing@vendor.example>"
+    original["To"] = outbox.sender.address
+    original["Subject"] = "Invoice 7"
+    original.set_content("Invoice attached.\n")
+    original.add_attachment(
+        b"%PDF-1.4 seven", maintype="application", subtype="pdf", filename="invoice-7.pdf"
+    )
+    raw = mime.with_loop_header(original.as_bytes(), outbox.sender.address)
+    item = OutboxItem.objects.create(
+        workspace=outbox.team.workspace,
+        inbox=outbox.sender,
+        kind=Kind.FORWARD,
+        from_address=outbox.sender.address,
+        to=["keeper@example.com"],
+        status=Status.PENDING,
+        approval_required=True,
+        reason="forward_to",
+        raw=raw,
+    )
+    login(page, "owner@acme.test")
+    page.goto(f"/approvals/{item.pk}/")
+    before = shown(page)
+    assert before["html_source"] is None and message_has_no_html(raw)
+    expect(page.locator("[data-attachment]")).to_have_text(
+        "invoice-7.pdf (application/pdf, 14\xa0bytes)"
+    )
+    expect(page.locator("[data-forward-notice]")).to_contain_text("cannot be edited")
+    with page.expect_response(DECISION) as answer:
+        page.get_by_role("button", name="Approve and send").click()
+    assert answer.value.status == 200
+    rcpts, message = relayed(relay, "Invoice 7")
+    assert rcpts == before["envelope"] == ["keeper@example.com"]
+    assert content(message.get_body(("plain",))) == before["text"] == "Invoice attached.\n"
+    (attachment,) = message.iter_attachments()
+    assert attachment.get_filename() == "invoice-7.pdf"
+    assert attachment.get_content() == b"%PDF-1.4 seven"
+    body = raw.split(b"\r\n\r\n", 1)[1]
+    assert relay.received[-1][2].endswith(body)  # the forwarded bytes, as received

@@ -21,6 +21,7 @@ from inboxes import services as inbox_services
 from mail import pipeline, stats
 from mail.models import Email
 from mail.overview import mail_chart
+from tests.conftest import Api
 from tests.dashboard.conftest import (
     PASSWORD,
     Team,
@@ -31,6 +32,7 @@ from tests.dashboard.conftest import (
 from tests.factories import WorkspaceFactory
 from tests.live import embedded
 from tests.mail.messages import message
+from tests.outbox.conftest import Sink, sink  # noqa: F401  (a fixture)
 from tests.webhooks.receiver import receiver  # noqa: F401  (a fixture)
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, Endpoint
@@ -151,10 +153,10 @@ def test_overview_shows_the_numbers_of_stats_and_the_charts(
     else:  # Webhooks: three deliveries not tried yet (the worker runs apart from this stack).
         expect(page.locator('[data-delivery="pending"]')).to_have_text("3")
         expect(page.locator("[data-success-rate]")).to_have_text("–")
-    # Outbox: horizontal bars by status.
+    # Outgoing mail: horizontal bars by where it is (waiting, delivered, retrying …).
     outbox = page.locator('svg[data-chart="outbox"]')
     expect(outbox.locator('g[data-status="pending"]')).to_have_attribute("data-count", "1")
-    expect(outbox.locator('g[data-status="sent"]')).to_have_attribute("data-count", "0")
+    expect(outbox.locator('g[data-status="delivered"]')).to_have_attribute("data-count", "0")
     expect(page.get_by_role("link", name="Decide on 1 waiting message")).to_be_visible()
 
     # Recent events, newest first, linked to the email and the inbox.
@@ -308,3 +310,109 @@ def test_webhook_health_counts_the_last_day_and_the_success_rate() -> None:
     assert health.total == 11 and health.attempted == 9
     assert health.rate == pytest.approx(7 / 9)
     assert Endpoint.objects.count() == 1
+
+
+def test_the_overview_counts_deliveries_not_hand_overs(
+    page,
+    team: Team,
+    sink: Sink,  # noqa: F811
+    settings,
+) -> None:  # type: ignore[no-untyped-def]
+    key = key_services.api_key_create(
+        workspace=team.workspace, name="sender", scopes=("read", "write", "send")
+    )
+    inbox = inbox_services.inbox_create(workspace=team.workspace, local_part="agent")
+    colleague = inbox_services.inbox_create(workspace=team.workspace, local_part="colleague")
+    api = Api(key.plain)
+
+    def send(to: str, subject: str) -> dict:
+        response = api.call(
+            "POST", f"inboxes/{inbox.pk}/send", {"to": [to], "subject": subject, "text": "Hi"}
+        )
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    # Every one of these answered "sent" (handed to delivery); only one reached the relay.
+    sink.answers = ["250 2.0.0 Ok: queued as 1", "550 5.1.1 No such user", "421 4.7.0 Busy"]
+    sent = [
+        send("bob@example.com", "delivered"),
+        send("gone@example.com", "refused for good"),
+        send("busy@example.com", "deferred"),
+        send(colleague.address, "to a colleague"),
+    ]
+    settings.OUTBOX_CAPTURE = True  # embedded mode without EMAIL_URL
+    sent.append(send("carol@example.com", "captured"))
+    assert [item["status"] for item in sent] == ["sent"] * 5
+    assert len(sink.received) == 1
+
+    login(page, "owner@acme.test")
+    page.goto("/")
+    outbox = page.locator('svg[data-chart="outbox"]')
+    counts = {
+        status: outbox.locator(f'g[data-status="{status}"]').get_attribute("data-count")
+        for status in ("delivered", "internal", "failed", "retrying", "queued", "captured")
+    }
+    assert counts == {
+        "delivered": "1",
+        "internal": "1",
+        "failed": "1",
+        "retrying": "1",
+        "queued": "0",
+        "captured": "1",
+    }
+    expect(outbox.locator('g[data-status="sent"]')).to_have_count(0)
+    expect(outbox.locator("title")).to_contain_text("1 delivered, 1 delivered here")
+    expect(page.locator("[data-outbox-problems]")).to_have_attribute(
+        "href", "/approvals/outgoing/?delivery=failed"
+    )
+    # The recent events say what happened: handed over, not "sent" in green.
+    events = page.locator('table.events tr[data-event="outbound.sent"]')
+    expect(events).to_have_count(5)
+    expect(events.first).to_contain_text("Handed to delivery")
+    expect(events.first.locator(".badge-ok")).to_have_count(0)
+    expect(page.locator('tr[data-event="outbound.failed"]')).to_have_count(1)
+    body = api.call("GET", "stats").json()
+    assert body["outbox_delivery"] == {
+        "queued": 0,
+        "retrying": 1,
+        "delivered": 1,
+        "internal": 1,
+        "captured": 1,
+        "failed": 1,
+    }
+    assert body["outbox"]["sent"] == 4 and body["outbox"]["failed"] == 1
+
+    # The outgoing-mail page lists every item (none needed approval) with its state and attempts.
+    page.get_by_role("link", name="All outgoing mail").click()
+    rows = page.locator("tr[data-item]")
+    expect(rows).to_have_count(5)
+    states = {
+        row.get_attribute("data-item"): row.get_attribute("data-delivery-state")
+        for row in rows.all()
+    }
+    assert states == {
+        sent[0]["id"]: "delivered",
+        sent[1]["id"]: "failed",
+        sent[2]["id"]: "retrying",
+        sent[3]["id"]: "internal",
+        sent[4]["id"]: "captured",
+    }
+    deferred = page.locator(f'tr[data-item="{sent[2]["id"]}"]')
+    expect(deferred.locator("[data-next-attempt]")).to_contain_text("next attempt")
+    expect(deferred.locator("[data-attempts]")).to_have_text("1")
+    expect(page.locator(f'tr[data-item="{sent[0]["id"]}"] [data-reply]')).to_have_text(
+        "250 2.0.0 Ok: queued as 1"
+    )
+    expect(page.locator(f'tr[data-item="{sent[4]["id"]}"]')).to_contain_text("captured, not sent")
+    screenshot(page, "outgoing-mail")
+    page.set_viewport_size({"width": 375, "height": 812})
+    assert horizontal_overflow(page) <= 0
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.get_by_label("Show").select_option(label="Retrying")
+    page.get_by_role("button", name="Filter").click()
+    expect(rows).to_have_count(1)
+    rows.first.get_by_role("link", name="deferred").click()
+    attempts = page.locator("[data-attempt-log] tr[data-attempt]")
+    expect(attempts).to_have_count(1)
+    expect(attempts.first.locator("[data-attempt-error]")).to_contain_text("421")
+    expect(page.locator("[data-delivery-section] [data-next-attempt]")).to_be_visible()

@@ -20,12 +20,12 @@ class Sink:
     received: list[tuple[str, list[str], bytes]] = field(default_factory=list)
 
     async def handle_DATA(self, server, session, envelope) -> str:  # type: ignore[no-untyped-def]
-        if self.answers:
-            return self.answers.pop(0)
-        self.received.append(
-            (envelope.mail_from, list(envelope.rcpt_tos), envelope.original_content)
-        )
-        return "250 OK"
+        answer = self.answers.pop(0) if self.answers else "250 OK"
+        if answer.startswith("2"):  # accepted: the message is the sink's
+            self.received.append(
+                (envelope.mail_from, list(envelope.rcpt_tos), envelope.original_content)
+            )
+        return answer
 
     def messages(self) -> list[email.message.EmailMessage]:
         return [email.message_from_bytes(raw, policy=policy.default) for _, _, raw in self.received]
@@ -40,5 +40,6 @@ def sink(settings) -> Iterator[Sink]:  # type: ignore[no-untyped-def]
     settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", state.port
     settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
     settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
+    settings.OUTBOX_CAPTURE = False  # a relay is configured: embedded mode sends too
     yield state
     controller.stop()

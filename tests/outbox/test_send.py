@@ -179,7 +179,13 @@ def test_idempotency_key(api: Api, inbox: Inbox, sink: Sink) -> None:
         f"/api/v1/inboxes/{inbox.pk}/send", body, format="json", HTTP_IDEMPOTENCY_KEY="k-1"
     )
     assert first.status_code == again.status_code == 200
-    assert first.json() == again.json()
+    # The replay is the same item as it is now: handed over then, delivered since.
+    replay = again.json()
+    assert {**first.json(), "delivery": replay["delivery"]} == replay
+    assert (first.json()["delivery"]["state"], replay["delivery"]["state"]) == (
+        "queued",
+        "delivered",
+    )
     assert len(sink.received) == 1 and OutboxItem.objects.count() == 1
     other = api.post(
         f"/api/v1/inboxes/{inbox.pk}/send",
@@ -241,6 +247,62 @@ def test_approval_flow_with_edits(api: Api, approvals: Workspace, inbox: Inbox, 
     )
     assert error_of(again) == (409, "invalid_state")
     assert outbound_events(item["id"]) == ["outbound.pending", "outbound.sent"]
+
+
+def test_an_edited_text_replaces_the_html_part(
+    api: Api, approvals: Workspace, inbox: Inbox, sink: Sink
+) -> None:
+    body = {"to": ["shop@example.com"], "subject": "Order", "text": "please cancel my order"}
+    item = api.call(
+        "POST", f"inboxes/{inbox.pk}/send", {**body, "html": "<b>please cancel</b> my order"}
+    ).json()
+    owner = session(approvals, "owner")
+    decided = owner.post(
+        f"/api/v1/outbox/{item['id']}/decision",
+        {"decision": "approve", "text": "please keep my order\n\nThanks & bye <Ann>"},
+        format="json",
+    )
+    assert decided.status_code == 200, decided.content
+    rendered = "<p>please keep my order</p>\n\n<p>Thanks &amp; bye &lt;Ann&gt;</p>"
+    assert decided.json()["html"] == rendered
+    ((_, _, raw),) = sink.received
+    msg = sink.messages()[0]
+    assert msg.get_body(("plain",)).get_content().replace("\r\n", "\n") == (
+        "please keep my order\n\nThanks & bye <Ann>\n"
+    )
+    assert msg.get_body(("html",)).get_content().replace("\r\n", "\n").strip() == rendered
+    assert b"please cancel" not in raw
+    # An unedited text keeps the agent's HTML part as it was.
+    item = api.call("POST", f"inboxes/{inbox.pk}/send", {**body, "html": "<i>as is</i>"}).json()
+    owner.post(f"/api/v1/outbox/{item['id']}/decision", {"decision": "approve"}, format="json")
+    assert sink.messages()[1].get_body(("html",)).get_content().strip() == "<i>as is</i>"
+
+
+def test_a_forwarded_copy_takes_no_edits(approvals: Workspace, inbox: Inbox, sink: Sink) -> None:
+    item = OutboxItem.objects.create(
+        workspace=approvals,
+        inbox=inbox,
+        kind="forward",
+        from_address=inbox.address,
+        to=["keeper@example.com"],
+        status="pending",
+        approval_required=True,
+        raw=b"Subject: as received\r\n\r\nbody\r\n",
+    )
+    owner = session(approvals, "owner")
+    edited = owner.post(
+        f"/api/v1/outbox/{item.pk}/decision",
+        {"decision": "approve", "text": "changed"},
+        format="json",
+    )
+    assert error_of(edited) == (400, "validation_error")
+    assert OutboxItem.objects.get(pk=item.pk).status == "pending" and sink.received == []
+    approved = owner.post(
+        f"/api/v1/outbox/{item.pk}/decision", {"decision": "approve"}, format="json"
+    )
+    assert approved.status_code == 200
+    ((_, rcpts, raw),) = sink.received
+    assert rcpts == ["keeper@example.com"] and raw.endswith(b"Subject: as received\r\n\r\nbody\r\n")
 
 
 def test_reject_and_who_may_decide(

@@ -29,6 +29,7 @@ def ses(settings) -> Iterator[str]:  # type: ignore[no-untyped-def]
     server.start()
     url = f"http://127.0.0.1:{port}"
     settings.EMAIL_BACKEND = "django_ses.SESBackend"
+    settings.OUTBOX_CAPTURE = False
     settings.AWS_SES_REGION_NAME = "us-east-1"
     settings.AWS_SES_REGION_ENDPOINT_URL = url
     settings.AWS_ACCESS_KEY_ID = settings.AWS_SECRET_ACCESS_KEY = "testing"
@@ -54,6 +55,7 @@ def test_sending_through_ses(ses: str, api: Api, workspace: Workspace) -> None:
     assert response.status_code == 200 and response.json()["status"] == "sent"
     item = OutboxItem.objects.get()
     assert item.delivery == "done", item.error
+    assert item.relay_reply.startswith("accepted by django_ses")
     sent = httpx.get(f"{ses}/moto-api/data.json").json()["ses"]["RawMessage"]
     assert len(sent) == 1  # one raw message (moto lists a recipient once per place it is named)
     assert set(sent[0]["destinations"]) == {"customer@example.com"}
