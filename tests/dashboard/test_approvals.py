@@ -612,7 +612,12 @@ def test_a_forwarded_copy_shows_its_attachments_and_goes_out_as_received(
     original.add_attachment(
         b"%PDF-1.4 seven", maintype="application", subtype="pdf", filename="invoice-7.pdf"
     )
-    raw = mime.with_loop_header(original.as_bytes(), outbox.sender.address)
+    raw, _ = mime.forwarded(
+        original.as_bytes(),
+        inbox_address=outbox.sender.address,
+        sender_address="billing@vendor.example",
+        sender_name="Vendor",
+    )
     item = OutboxItem.objects.create(
         workspace=outbox.team.workspace,
         inbox=outbox.sender,
