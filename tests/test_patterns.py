@@ -74,7 +74,7 @@ def test_the_budget_bounds_many_searches(settings, caplog: pytest.LogCaptureFixt
     assert set(outcomes) == {Outcome.TIMED_OUT}
     assert budget.spent()
     timeouts = caplog.text.count("timed out after")
-    assert 2 <= timeouts <= 4  # about 0.12 s / 50 ms; the rest were not run at all
+    assert 1 <= timeouts <= 4  # about 0.12 s / 50 ms (less on a busy machine); the rest not run
     assert caplog.text.count("budget spent") == 1
     assert compile_user_pattern("a").search("a", budget) is Outcome.TIMED_OUT
 

@@ -47,8 +47,8 @@ def _send(stack: Stack, to: str, subject: str) -> None:
 
 
 class Bystander(threading.Thread):
-    """Another workspace's client calling ``GET /inboxes`` and a wait of its own, back to back,
-    until told to stop; records each answer's status and latency."""
+    """Another workspace's client calling ``GET /inboxes`` and a wait of its own, one after the
+    other, until told to stop; records each answer's status and latency."""
 
     def __init__(self, stack: Stack, key: str, inbox_id: str) -> None:
         super().__init__(daemon=True)
@@ -70,6 +70,7 @@ class Bystander(threading.Thread):
                     status = 0
                 self.answers.append((path, status, time.monotonic() - started))
                 n += 1
+                self.stop.wait(0.05)  # well inside RATE_LIMIT_PER_MINUTE
 
 
 @pytest.mark.parametrize("pattern", [r"^(a+)+$", r"^(a|aa)+$"])
@@ -132,7 +133,7 @@ def test_catastrophic_wait_pattern_stalls_nobody(
     assert max(took for _, took in first) < TIMEOUT + 1, first
     assert max(took for _, took in woken) < 3 + 1, woken
     assert len(bystander.answers) >= 10
-    assert all(status in (200, 204) for _, status, _ in bystander.answers), bystander.answers
+    assert [a for a in bystander.answers if a[1] not in (200, 204)] == []
     slowest = max(bystander.answers, key=lambda answer: answer[2])
     assert slowest[2] < 1.0, slowest
     # The bounded matcher still matches what a pattern describes.
