@@ -67,6 +67,14 @@ def _open_stream(exits: ExitStack, port: int, key: str, inbox_id: str) -> httpx.
     return response
 
 
+def _stream_refused(client: httpx.Client, inbox_id: str) -> None:
+    """A stream that must be refused; one that is accepted is closed at once (not followed)."""
+    with client.stream("GET", f"inboxes/{inbox_id}/stream") as response:
+        assert response.status_code == 429, "the stream was accepted"
+        response.read()
+        _refused(response)
+
+
 def _refused(response: httpx.Response) -> None:
     assert response.status_code == 429, response.text
     error = response.json()["error"]
@@ -103,7 +111,7 @@ def test_open_streams_and_waits_per_key_are_capped(
         assert waiter.is_alive()
         for port in ports:  # the 4th, of any kind, on any process
             with _client(port, key) as client:
-                _refused(client.get(f"inboxes/{inbox.pk}/stream"))
+                _stream_refused(client, inbox.pk)
                 _refused(client.get(f"inboxes/{inbox.pk}/wait", params={"timeout": 0}))
                 _refused(client.get("outbox/out_doesnotexist", params={"wait": 5}))
                 send = {"to": ["x@external.test"], "subject": "s", "text": "t"}
