@@ -1,14 +1,27 @@
-"""Per-credential rate limit: ``RATE_LIMIT_PER_MINUTE`` requests per fixed one-minute window.
+"""Per-credential limits: ``RATE_LIMIT_PER_MINUTE`` requests per fixed one-minute window, and
+``MAX_OPEN_STREAMS_PER_KEY`` open streams and waits at once.
 
-The counter lives in Redis when ``REDIS_URL`` is set (so every web process shares it; ``INCR`` is
-atomic there), else in the local cache of the embedded mode. The answer beyond the limit is
-``429 rate_limited`` with ``Retry-After``.
+The request counter lives in Redis when ``REDIS_URL`` is set (so every web process shares it;
+``INCR`` is atomic there), else in the local cache of the embedded mode. The answer beyond the
+limit is ``429 rate_limited`` with ``Retry-After``.
+
+Open streams and waits hold a slot each: a lease in a Redis sorted set per credential (member a
+random token, score the lease's expiry), taken by one atomic script that first drops expired
+leases and then adds one only below the cap. Each process renews the leases it holds every
+``LEASE_RENEW_SECONDS`` from one thread; a process that dies stops renewing, and its slots come
+free ``LEASE_SECONDS`` later instead of never. Without Redis (embedded mode: one process) the
+slots are a counter in memory.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
+import secrets
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -18,8 +31,14 @@ from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
 from apikeys.principal import Principal
+from config.api.errors import RateLimited
+
+logger = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
+LEASE_SECONDS = 60  # a slot not renewed for this long is free again (its process died)
+LEASE_RENEW_SECONDS = 15
+OPEN_RETRY_AFTER = 5  # seconds: when a slot comes free is not known; a polite pause
 
 
 @functools.cache
@@ -70,3 +89,135 @@ class KeyRateThrottle(BaseThrottle):
 
     def wait(self) -> float | None:
         return self._wait
+
+
+class TooManyOpen(RateLimited):
+    message = "Too many open streams and waits for this key."
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One open stream or wait's slot."""
+
+    identity: str
+    token: str
+
+
+# Redis: drop expired leases, then take one if below the cap (1) or not (0), atomically.
+_TAKE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+"""
+
+
+def _slots_key(identity: str) -> str:
+    return f"pgh:open:{identity}"
+
+
+class _Slots:
+    """The slots this process holds, and (without Redis) every slot there is."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: dict[Lease, None] = {}  # renewed while here
+        self.counts: dict[str, int] = {}  # embedded mode only
+        self.renewer: threading.Thread | None = None
+
+    def take(self, identity: str, limit: int, now: float) -> Lease | None:
+        lease = Lease(identity, secrets.token_hex(8))
+        client = _redis()
+        if client is None:
+            with self.lock:
+                if self.counts.get(identity, 0) >= limit:
+                    return None
+                self.counts[identity] = self.counts.get(identity, 0) + 1
+                self.held[lease] = None
+            return lease
+        taken = client.eval(
+            _TAKE,
+            1,
+            _slots_key(identity),
+            now,
+            limit,
+            now + LEASE_SECONDS,
+            lease.token,
+            LEASE_SECONDS + 5,
+        )
+        if not int(taken):
+            return None
+        with self.lock:
+            self.held[lease] = None
+            if self.renewer is None:
+                self.renewer = threading.Thread(target=self._renew, name="slot-renew", daemon=True)
+                self.renewer.start()
+        return lease
+
+    def forget(self, lease: Lease) -> bool:
+        """Stops renewing ``lease`` (without Redis: frees it); True if Redis must drop it."""
+        with self.lock:
+            if lease not in self.held:
+                return False
+            del self.held[lease]
+            if _redis() is not None:
+                return True
+            self.counts[lease.identity] -= 1
+            if not self.counts[lease.identity]:
+                del self.counts[lease.identity]
+            return False
+
+    @staticmethod
+    def drop(lease: Lease) -> None:
+        try:
+            _redis().zrem(_slots_key(lease.identity), lease.token)  # type: ignore[union-attr]
+        except Exception:  # no longer renewed: the slot comes free when its lease runs out
+            logger.exception("could not give back an open-stream slot")
+
+    def _renew(self) -> None:
+        while True:
+            time.sleep(LEASE_RENEW_SECONDS)
+            with self.lock:
+                leases = list(self.held)
+            if not leases:
+                continue
+            try:
+                expires = time.time() + LEASE_SECONDS
+                pipe = _redis().pipeline(transaction=False)  # type: ignore[union-attr]
+                for lease in leases:
+                    pipe.zadd(_slots_key(lease.identity), {lease.token: expires}, xx=True)
+                    pipe.expire(_slots_key(lease.identity), LEASE_SECONDS + 5)
+                pipe.execute()
+            except Exception:  # Redis away for a moment: the next round tries again
+                logger.exception("could not renew %d open-stream slots", len(leases))
+
+
+_slots = _Slots()
+
+
+def open_slot(principal: Principal, now: float | None = None) -> Lease:
+    """A slot for one more open stream or wait of ``principal``'s credential, or 429
+    ``rate_limited`` naming the limit. Blocking (Redis): call it from a thread."""
+    limit = settings.MAX_OPEN_STREAMS_PER_KEY
+    lease = _slots.take(principal.rate_limit_id, limit, time.time() if now is None else now)
+    if lease is None:
+        raise TooManyOpen(
+            f"Too many open streams and waits for this key: at most {limit} at once "
+            "(MAX_OPEN_STREAMS_PER_KEY). Close one, then retry.",
+            headers={"Retry-After": str(OPEN_RETRY_AFTER)},
+        )
+    return lease
+
+
+def close_slot(lease: Lease) -> None:
+    """Gives the slot back. Blocking (Redis): call it from a thread."""
+    if _slots.forget(lease):
+        _slots.drop(lease)
+
+
+async def aclose_slot(lease: Lease) -> None:
+    """:func:`close_slot` from async code: the lease is no longer renewed from the first line on,
+    so even a cancelled caller cannot keep the slot beyond ``LEASE_SECONDS``."""
+    if _slots.forget(lease):
+        await asyncio.to_thread(_slots.drop, lease)

@@ -237,6 +237,14 @@ SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
 # get 413 payload_too_large.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("API_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
+# Open streams and waits (wait, stream, outbox ?wait=) one key or session may hold at once, across
+# every web process; the next one gets 429 rate_limited.
+MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)
+# Every user-supplied regular expression (config/patterns.py): one search stops after
+# PATTERN_TIMEOUT_MS; all searches of one unit of work (a wait, one email's label rules, one
+# tester run) after PATTERN_BUDGET_MS together. A stopped search counts as no match.
+PATTERN_TIMEOUT_MS = env.int("PATTERN_TIMEOUT_MS", default=50)
+PATTERN_BUDGET_MS = env.int("PATTERN_BUDGET_MS", default=250)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=EMBEDDED_DB)
 WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])

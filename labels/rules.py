@@ -4,20 +4,26 @@ A rules object is ``{"match": "any" | "all", "conditions": [{"field", "op", "val
 "negate"}]}``. Fields: from, to, subject, text, html, body (text or html), header (the header
 called ``name``), attachment_name, has_attachments. Operators: contains, equals, starts_with,
 ends_with, regex, domain, exists. Matching is case-insensitive; ``{}`` or no conditions never
-matches. Regular expressions use the ``regex`` package: compiled once, at most 500 characters,
-run against at most 100 KB of a value and stopped after 50 ms, so a catastrophic pattern cannot
-stall ingestion (a timed-out condition does not match, and the reason says so).
+matches. Regular expressions go through the one bounded matcher, ``config.patterns``: a time
+limit per search, an input cap, and a budget for all the searches of one evaluation (one email's
+rules, however many labels and conditions it has), so a catastrophic pattern cannot stall
+ingestion; a timed-out condition does not match, and the notes say so.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex
+from config.patterns import (
+    MAX_INPUT,
+    Budget,
+    InvalidPattern,
+    Outcome,
+    compile_user_pattern,
+)
 
 FIELDS = (
     "from",
@@ -33,9 +39,7 @@ FIELDS = (
 OPS = ("contains", "equals", "starts_with", "ends_with", "regex", "domain", "exists")
 MAX_CONDITIONS = 50
 MAX_VALUE = 1000
-MAX_PATTERN = 500
-MAX_SCAN = 100_000
-REGEX_TIMEOUT = 0.05
+MAX_SCAN = MAX_INPUT
 _DOMAIN_IN = re.compile(r"@([a-z0-9.-]+)", re.IGNORECASE)
 
 
@@ -62,11 +66,6 @@ class Match:
 
 def _issue(path: str, message: str) -> dict[str, str]:
     return {"path": path, "message": message}
-
-
-@functools.lru_cache(maxsize=2048)
-def compile_pattern(pattern: str) -> regex.Pattern:
-    return regex.compile(pattern, regex.IGNORECASE | regex.V0)
 
 
 def validate(rules: Any, path: str = "rules") -> tuple[dict, list[dict[str, str]]]:
@@ -118,15 +117,10 @@ def validate(rules: Any, path: str = "rules") -> tuple[dict, list[dict[str, str]
         if fld == "has_attachments" and op == "equals" and value.lower() not in ("true", "false"):
             issues.append(_issue(f"{here}.value", "Must be 'true' or 'false'."))
         if op == "regex" and isinstance(value, str):
-            if len(value) > MAX_PATTERN:
-                issues.append(_issue(f"{here}.value", f"At most {MAX_PATTERN} characters."))
-            else:
-                try:
-                    compile_pattern(value)
-                except regex.error as exc:
-                    issues.append(
-                        _issue(f"{here}.value", f"Not a valid regular expression: {exc}.")
-                    )
+            try:
+                compile_user_pattern(value)
+            except InvalidPattern as exc:
+                issues.append(_issue(f"{here}.value", str(exc)))
         normalised.append(
             {
                 "field": fld,
@@ -162,12 +156,19 @@ def _values(facts: Facts, fld: str, name: str) -> list[str]:
     return []
 
 
-def _test(op: str, value: str, candidate: str) -> bool:
+class _TimedOut(Exception):
+    pass
+
+
+def _test(op: str, value: str, candidate: str, budget: Budget) -> bool:
     haystack = candidate[:MAX_SCAN]
     if op == "exists":
         return bool(haystack.strip())
     if op == "regex":
-        return compile_pattern(value).search(haystack, timeout=REGEX_TIMEOUT) is not None
+        outcome = compile_user_pattern(value).search(haystack, budget)
+        if outcome is Outcome.TIMED_OUT:
+            raise _TimedOut
+        return outcome.matched
     lowered, wanted = haystack.lower(), value.lower()
     if op == "contains":
         return wanted in lowered
@@ -192,7 +193,7 @@ def _describe(condition: dict) -> str:
     return f'{target} {negation}{condition["op"].replace("_", " ")} "{condition["value"]}"'
 
 
-def _condition(condition: dict, facts: Facts, notes: list[str]) -> bool:
+def _condition(condition: dict, facts: Facts, notes: list[str], budget: Budget) -> bool:
     fld, op, value = condition["field"], condition["op"], condition["value"]
     if fld == "has_attachments":
         has = bool(facts.attachment_names)
@@ -201,21 +202,23 @@ def _condition(condition: dict, facts: Facts, notes: list[str]) -> bool:
         result = False
         for candidate in _values(facts, fld, condition["name"]):
             try:
-                if _test(op, value, candidate):
+                if _test(op, value, candidate, budget):
                     result = True
                     break
-            except TimeoutError:
+            except _TimedOut:
                 notes.append(f"regex timed out on {fld}")
     return result != condition["negate"]
 
 
-def evaluate(rules: dict, facts: Facts) -> Match:
-    """Whether ``rules`` match ``facts``, and why (the matching condition(s))."""
+def evaluate(rules: dict, facts: Facts, budget: Budget | None = None) -> Match:
+    """Whether ``rules`` match ``facts``, and why (the matching condition(s)). ``budget`` is
+    the matching time left for every evaluation of the same email (a fresh one if None)."""
     conditions = rules.get("conditions") or []
     if not conditions:
         return Match(False, "no conditions")
     notes: list[str] = []
-    results = [(c, _condition(c, facts, notes)) for c in conditions]
+    budget = Budget() if budget is None else budget
+    results = [(c, _condition(c, facts, notes, budget)) for c in conditions]
     if rules.get("match", "any") == "all":
         if all(ok for _, ok in results):
             return Match(True, " and ".join(_describe(c) for c, _ in results), notes)

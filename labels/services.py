@@ -14,6 +14,7 @@ from django.db import IntegrityError, models, transaction
 from apikeys.models import Workspace
 from config.api.errors import FeatureDisabled, NotFound, ValidationFailed
 from config.changes import save_changes
+from config.patterns import Budget
 from config.rows import bulk_insert
 from labels import rules as rules_engine
 from labels.classifier.base import Backend, EmailFacts, Example, Verdict
@@ -81,19 +82,22 @@ def rule_labels(
     *, email_id: str, facts: rules_engine.Facts, labels: Sequence[Label]
 ) -> list[EmailLabel]:
     """Unsaved rows for every enabled label of ``labels`` whose rules match ``facts`` (source
-    ``rule``, confidence 1). The receive path stores them with the rest of its batch."""
+    ``rule``, confidence 1). The receive path stores them with the rest of its batch. All the
+    labels' patterns share one matching budget: an email costs the writer a bounded moment
+    however many labels and conditions the workspace has."""
+    budget = Budget()
     return [
         EmailLabel(email_id=email_id, label=label, key=label.key, source=LabelSource.RULE)
         for label in labels
-        if label.enabled and label.rules and _rules_match(label, facts)
+        if label.enabled and label.rules and _rules_match(label, facts, budget)
     ]
 
 
-def _rules_match(label: Label, facts: rules_engine.Facts) -> bool:
+def _rules_match(label: Label, facts: rules_engine.Facts, budget: Budget) -> bool:
     """Whether the label's rules match; a label whose rules cannot run (stored by hand, say) is
     logged and left off, never a reason to refuse the mail."""
     try:
-        return rules_engine.evaluate(label.rules, facts).matched
+        return rules_engine.evaluate(label.rules, facts, budget).matched
     except Exception:
         logger.exception("label %s (%s): its rules cannot run", label.key, label.pk)
         return False
@@ -239,10 +243,11 @@ def _test_one(
     classifier_on: bool,
     rule_facts: rules_engine.Facts,
     facts: EmailFacts,
+    budget: Budget,
     examples: Sequence[Example] | None = None,
 ) -> dict:
     if label.rules:
-        match = rules_engine.evaluate(label.rules, rule_facts)
+        match = rules_engine.evaluate(label.rules, rule_facts, budget)
         if match.matched:
             return {
                 "key": label.key,
@@ -252,6 +257,8 @@ def _test_one(
                 "reason": match.reason,
             }
         rule_reason = match.reason
+        if match.notes:  # a timed-out pattern: say why it did not match
+            rule_reason += f" ({'; '.join(match.notes)})"
     else:
         rule_reason = "no rules"
     if classifier_on:
@@ -282,6 +289,7 @@ def label_test(
     An unsaved ``draft`` label (the dashboard's editor) is tested too, in place of the saved
     label with its key."""
     active = {label.pk for label in classifier_labels_of(workspace)}
+    budget = Budget()  # one run's patterns together, as on receipt
     results = []
     saved_twin: Label | None = None
     for label in Label.objects.filter(workspace=workspace).order_by("key"):
@@ -297,6 +305,7 @@ def label_test(
                 classifier_on=label.pk in active,
                 rule_facts=rule_facts,
                 facts=facts,
+                budget=budget,
             )
         )
     if draft is not None:
@@ -308,6 +317,7 @@ def label_test(
                 classifier_on=classifier_on,
                 rule_facts=rule_facts,
                 facts=facts,
+                budget=budget,
                 examples=examples_for(saved_twin) if saved_twin and classifier_on else [],
             )
         )

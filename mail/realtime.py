@@ -6,13 +6,18 @@ process's single channel-layer subscription per inbox (woken by ``webhooks.event
 commit), by the client's disconnect and by its own timer. The event log is the truth: the hub's
 sweep re-reads it for every listening inbox at once, so a lost wake-up delays an event but never
 loses it.
+
+The wait's ``subject`` filter is a user's pattern: it is compiled and matched by
+``config.patterns`` (a time limit per search, a budget per wait, never on the event loop), so a
+catastrophic pattern costs its own wait a bounded moment and nobody else anything. Each open
+wait or stream holds one of its key's ``MAX_OPEN_STREAMS_PER_KEY`` slots
+(``apikeys.throttling.open_slot``) until it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -24,11 +29,12 @@ from rest_framework import serializers
 
 from apikeys.authentication import principal_for_scope
 from apikeys.principal import Principal
-from apikeys.throttling import hit
+from apikeys.throttling import Lease, aclose_slot, hit, open_slot
 from apikeys.watch import key_watch
 from config.api.asgi import Receive, Send, db_call, query_pairs, send_empty, send_error, send_json
 from config.api.errors import ApiError, InsufficientScope, RateLimited, to_api_error
 from config.api.query import validate_query
+from config.patterns import Budget, InvalidPattern, UserPattern, compile_user_pattern
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
 from mail.models import Email
@@ -60,12 +66,11 @@ class WaitQuery(serializers.Serializer):
         fields["from"] = serializers.CharField(required=False, max_length=320, allow_blank=True)
         return fields
 
-    def validate_subject(self, value: str) -> re.Pattern[str]:
+    def validate_subject(self, value: str) -> UserPattern:
         try:
-            return re.compile(value, re.IGNORECASE)
-        except (re.error, OverflowError, RecursionError) as exc:
-            # OverflowError: a repeat count above what the engine supports (a{99999999999}).
-            raise serializers.ValidationError(f"Not a valid regular expression: {exc}.") from None
+            return compile_user_pattern(value)
+        except InvalidPattern as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
 
 STREAM_MAX_SECONDS = 86_400
@@ -96,10 +101,18 @@ def _authorize(scope: dict[str, Any], *, allow_query_token: bool) -> Principal:
 
 @db_call
 def _open(
-    scope: dict[str, Any], inbox_ref: str, *, allow_query_token: bool
-) -> tuple[Principal, Inbox]:
+    scope: dict[str, Any],
+    inbox_ref: str,
+    query_class: type[serializers.Serializer],
+    *,
+    allow_query_token: bool,
+) -> tuple[Principal, Inbox, dict[str, Any], Lease]:
+    """Who asks, for which inbox, what (a pattern is compiled here, in a thread), and the slot
+    the open request holds; each step's error before the next."""
     principal = _authorize(scope, allow_query_token=allow_query_token)
-    return principal, inbox_selectors.inbox_get(principal.workspace, inbox_ref)
+    inbox = inbox_selectors.inbox_get(principal.workspace, inbox_ref)
+    query = validate_query(query_class, query_pairs(scope))
+    return principal, inbox, query, open_slot(principal)
 
 
 def _watch_key(principal: Principal, listener: Listener) -> Callable[[], None]:
@@ -110,18 +123,33 @@ def _watch_key(principal: Principal, listener: Listener) -> Callable[[], None]:
     return key_watch().watch(principal.workspace.pk, principal.key.pk, listener.signal)
 
 
-def _matches(sender_address: str, sender_name: str, subject: str, query: dict[str, Any]) -> bool:
+def _from_matches(sender_address: str, sender_name: str, query: dict[str, Any]) -> bool:
     wanted_from = (query.get("from") or "").lower()
-    if wanted_from and wanted_from not in f"{sender_name} <{sender_address}>".lower():
+    return not wanted_from or wanted_from in f"{sender_name} <{sender_address}>".lower()
+
+
+def _matches(
+    sender_address: str, sender_name: str, subject: str, query: dict[str, Any], budget: Budget
+) -> bool:
+    """Whether an email passes the wait's filters; blocking (call it from a thread)."""
+    if not _from_matches(sender_address, sender_name, query):
         return False
-    pattern = query.get("subject")
-    return not (pattern is not None and not pattern.search(subject))
+    pattern: UserPattern | None = query.get("subject")
+    return pattern is None or pattern.search(subject, budget).matched
+
+
+async def _subject_matches(subject: str, query: dict[str, Any], budget: Budget) -> bool:
+    pattern: UserPattern | None = query.get("subject")
+    return pattern is None or (await pattern.asearch(subject, budget)).matched
 
 
 @db_call
-def _find(inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str]) -> dict | None:
+def _find(
+    inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str], budget: Budget
+) -> dict | None:
     """The full record of the oldest matching email received at or after ``since``, read in
-    batches to the end of the inbox (a long run of mail that does not match cannot hide it)."""
+    batches to the end of the inbox (a long run of mail that does not match cannot hide it;
+    a pattern that spends the wait's ``budget`` matches nothing more, so the read stays short)."""
     after: tuple[datetime, str] | None = None
     while True:
         candidates = Email.objects.filter(inbox=inbox, received_at__gte=since)
@@ -137,7 +165,7 @@ def _find(inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str]) 
         for pk, address, name, subject, _ in rows:
             if pk in seen:
                 continue
-            if _matches(address, name, subject, query):
+            if _matches(address, name, subject, query, budget):
                 return EmailOut(email_get(inbox.workspace, pk)).data
             seen.add(pk)
         if len(rows) < FIND_BATCH:
@@ -167,26 +195,34 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     """GET /inboxes/{id}/wait: 200 with the first matching email, 204 at the timeout."""
     inbox_ref = scope["url_route"]["kwargs"]["inbox_id"]
     started = timezone.now()
+    loop = asyncio.get_running_loop()
     try:
-        principal, inbox = await _open(scope, inbox_ref, allow_query_token=False)
-        query = validate_query(WaitQuery, query_pairs(scope))
+        principal, inbox, query, lease = await _open(
+            scope, inbox_ref, WaitQuery, allow_query_token=False
+        )
     except Exception as exc:
         error = to_api_error(exc)
         if error is None:
             raise
         await send_error(send, error)
         return
+    deadline = loop.time() + query["timeout"]  # the time spent looking counts too
     since = query.get("since") or started
-    listeners = hub()
-    listener = await listeners.listen(events.inbox_group(inbox.pk))  # before the first read
+    budget = Budget()
+    try:
+        listeners = hub()
+        listener = await listeners.listen(events.inbox_group(inbox.pk))  # before the first read
+    except BaseException:
+        await aclose_slot(lease)
+        raise
     unwatch = _watch_key(principal, listener)
     disconnect = asyncio.ensure_future(_wait_disconnect(receive))
     disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
     timer: asyncio.TimerHandle | None = None
     seen: set[str] = set()
     try:
-        found = await _find(inbox, since, query, seen)
-        timer = asyncio.get_running_loop().call_later(query["timeout"], listener.signal, TIMEOUT)
+        found = await _find(inbox, since, query, seen, budget)
+        timer = loop.call_at(deadline, listener.signal, TIMEOUT)
         while found is None:
             message = await listener.get()
             if message is CLOSED:
@@ -207,9 +243,8 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
             if (
                 email["id"] not in seen
                 and _received_since(email, since)
-                and _matches(
-                    sender.get("address", ""), sender.get("name", ""), email["subject"], query
-                )
+                and _from_matches(sender.get("address", ""), sender.get("name", ""), query)
+                and await _subject_matches(email["subject"], query, budget)
             ):
                 found = await _load(inbox, email["id"])
             seen.add(email["id"])
@@ -223,6 +258,7 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         disconnect.cancel()
         unwatch()
         listeners.leave(listener)
+        await aclose_slot(lease)
 
 
 async def _wait_disconnect(receive: Receive) -> None:
@@ -322,16 +358,21 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
     """GET /inboxes/{id}/stream: Server-Sent Events of one inbox, resumable by Last-Event-ID."""
     inbox_ref = scope["url_route"]["kwargs"]["inbox_id"]
     try:
-        principal, inbox = await _open(scope, inbox_ref, allow_query_token=True)
-        query = validate_query(StreamQuery, query_pairs(scope))
+        principal, inbox, query, lease = await _open(
+            scope, inbox_ref, StreamQuery, allow_query_token=True
+        )
     except Exception as exc:
         error = to_api_error(exc)
         if error is None:
             raise
         await send_error(send, error)
         return
-    listeners = hub()
-    listener = await listeners.listen(events.inbox_group(inbox.pk))  # before reading the log
+    try:
+        listeners = hub()
+        listener = await listeners.listen(events.inbox_group(inbox.pk))  # before reading the log
+    except BaseException:
+        await aclose_slot(lease)
+        raise
     unwatch = _watch_key(principal, listener)
     disconnect = asyncio.ensure_future(_wait_disconnect(receive))
     disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
@@ -413,6 +454,7 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         disconnect.cancel()
         unwatch()
         listeners.leave(listener)
+        await aclose_slot(lease)
 
 
 def _wake_frame(message: dict[str, Any], inbox_id: str) -> bytes:

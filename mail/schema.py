@@ -62,7 +62,10 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                 "Long-poll: returns the oldest email received at or after `since` that matches "
                 "`from` and `subject` — at once if one is already there, else the moment one is "
                 "stored — or 204 with no body when `timeout` passes. The request holds no thread "
-                "and no database connection while it waits.\n\nRequired scope: `read`."
+                "and no database connection while it waits. Open waits and streams (and outbox "
+                "`?wait=` requests) of one key or session count together against "
+                "`MAX_OPEN_STREAMS_PER_KEY`; beyond it, 429 `rate_limited` with `Retry-After`."
+                "\n\nRequired scope: `read`."
             ),
             "parameters": [
                 INBOX_ID,
@@ -83,7 +86,11 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                     "name": "subject",
                     "schema": {"type": "string", "maxLength": 500},
                     "description": "Case-insensitive regular expression (Python syntax) the "
-                    "subject must match; an invalid one is a validation_error.",
+                    "subject must match; an invalid one is a validation_error, and so is one whose "
+                    "bounded repeats (`{n}`, `{m,n}`) multiply past 100,000. It is matched against "
+                    "the first 100,000 characters of a subject with a time limit "
+                    "(`PATTERN_TIMEOUT_MS`) and a budget for the whole wait "
+                    "(`PATTERN_BUDGET_MS`): a match that runs out of time counts as no match.",
                 },
                 {
                     "in": "query",
@@ -124,7 +131,9 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                 "events missed (kept for `EVENT_RETENTION_HOURS`, at least one hour). A comment "
                 "line keeps the connection alive every 15 s. Clients that cannot set headers "
                 "(browser EventSource) may pass the key as `?access_token=`; dashboard sessions "
-                "work as they are.\n\nRequired scope: `read`."
+                "work as they are. Open streams and waits (and outbox `?wait=` requests) of one "
+                "key or session count together against `MAX_OPEN_STREAMS_PER_KEY`; beyond it, "
+                "429 `rate_limited` with `Retry-After`.\n\nRequired scope: `read`."
             ),
             "parameters": [
                 INBOX_ID,

@@ -3,7 +3,9 @@ of ``POST /inboxes/{id}/send`` and ``GET /outbox/{id}``. The view answers first 
 the item); if the item is pending and ``wait`` asks for it, the wrapper listens on the item's
 group through the process's wake-up hub (and re-reads the row every 2 s) until its status changes
 or time is up. A wait made with an API key ends with 401 once the key is revoked or expires
-(``apikeys.watch``)."""
+(``apikeys.watch``). Such a wait holds one of its key's (or session's) ``MAX_OPEN_STREAMS_PER_KEY``
+slots, taken before the view runs: at the cap the request answers 429 and nothing is sent or
+read, rather than doing the work and then refusing to wait."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import asyncio
 import json
 from typing import Any
 
+from apikeys.authentication import principal_for_scope
 from apikeys.selectors import api_key_for_plain
+from apikeys.throttling import Lease, aclose_slot, open_slot
 from apikeys.watch import key_watch
 from config.api.asgi import Receive, Send, db_call, header, query_params, send_error, send_json
 from config.api.errors import ApiError
@@ -46,6 +50,31 @@ def _key_of(scope: dict[str, Any]) -> tuple[str, str] | None:
         return None
     key = api_key_for_plain(authorization.strip().partition(" ")[2].strip())
     return key.workspace_id, key.pk
+
+
+@db_call
+def _slot(scope: dict[str, Any]) -> Lease | None:
+    """The wait's slot (429 ``rate_limited`` at the cap); None when the request carries no
+    working credential, which the view then answers for."""
+    try:
+        principal = principal_for_scope(scope)
+    except ApiError:
+        return None
+    return open_slot(principal)
+
+
+async def _take_slot(scope: dict[str, Any], receive: Receive, send: Send) -> Lease | None:
+    """:func:`_slot` with the dashboard session resolved as on the wait and stream paths; the
+    Django view keeps the request's own scope."""
+    from channels.auth import AuthMiddlewareStack
+
+    taken: list[Lease | None] = []
+
+    async def resolve(inner: dict[str, Any], _receive: Receive, _send: Send) -> None:
+        taken.append(await _slot(inner))
+
+    await AuthMiddlewareStack(resolve)(scope, receive, send)
+    return taken[0]
 
 
 async def _wait_for_change(
@@ -97,6 +126,18 @@ def wait_for_decision(django_app: Any) -> Any:
         if not raw_wait.isdigit() or not 0 < int(raw_wait) <= 120:
             await django_app(scope, receive, send)  # no waiting, or Django reports the error
             return
+        try:
+            lease = await _take_slot(scope, receive, send)
+        except ApiError as exc:  # at the cap: refused before the view does anything
+            await send_error(send, exc)
+            return
+        try:
+            await _waiting(scope, receive, send, raw_wait)
+        finally:
+            if lease is not None:
+                await aclose_slot(lease)
+
+    async def _waiting(scope: dict[str, Any], receive: Receive, send: Send, raw_wait: str) -> None:
         started: dict[str, Any] = {}
         chunks: list[bytes] = []
         body_done = asyncio.Event()

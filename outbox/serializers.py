@@ -38,7 +38,9 @@ class WaitQuery(serializers.Serializer):
         min_value=0,
         max_value=120,
         default=0,
-        help_text="Seconds to wait for a pending item's decision.",
+        help_text="Seconds to wait for a pending item's decision. A waiting request counts "
+        "with the key's open waits and streams against MAX_OPEN_STREAMS_PER_KEY (429 "
+        "rate_limited beyond it, before anything is sent).",
     )
 
 
