@@ -37,10 +37,10 @@ from labels import rules
 from labels import selectors as label_selectors
 from labels import services as label_services
 from labels.models import EmailLabel, Label
-from mail.extraction import extract
-from mail.htmltext import make_preview
+from mail.message.extraction import extract
+from mail.message.htmltext import make_preview
+from mail.message.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from mail.models import Attachment, Email, RawMessage
-from mail.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from webhooks import events
 
 logger = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ from apikeys.models import Workspace
 from inboxes.models import Inbox
 from labels.models import EmailLabel
 from mail.exceptions import AttachmentNotFound, EmailNotFound
+from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
-from mail.parsing import decode_part
 
 LIST_FIELDS = (
     "id",

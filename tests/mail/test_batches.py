@@ -281,7 +281,7 @@ def test_a_message_prepared_before_its_batch_is_stored_as_one_prepared_in_it(
 ) -> None:
     """``pipeline.prepared`` (what the smtpd does as DATA ends, with a writer process) gives the
     very rows that parsing in the batch gives; a prepared message is not parsed again."""
-    from mail.parsing import parse_message
+    from mail.message.parsing import parse_message
 
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="prepared")
     raw = message(
