@@ -37,7 +37,7 @@ from django.conf import settings
 from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
-from mail.writer import BatchWriter, ThreadWriter, WriterLost
+from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
 logger = logging.getLogger(__name__)
 
