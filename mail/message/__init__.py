@@ -6,6 +6,7 @@ They take bytes and strings and return dataclasses, dicts and strings, so they c
 and benchmarked without settings or a database; ``tests/test_conventions.py`` checks the rule.
 
 - ``parsing``: MIME parsing of a received message into plain data (``parse_message``).
+- ``decoding``: bytes to text for the parser: charsets, transfer encodings, RFC 2047 words.
 - ``extraction``: verification codes and links found in a message (``extract``).
 - ``htmltext``: HTML to text, whitespace folding and previews.
 - ``sanitize``: untrusted e-mail HTML made safe to display (nh3 allow-lists).
