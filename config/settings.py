@@ -227,7 +227,7 @@ RESERVED_LOCAL_PARTS = [
 ]
 # An SMTP session that sends nothing for this long is closed (RFC 5321 4.5.3.2.7: 5 minutes).
 SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
-# Who writes the smtpd's batches of mail (mail/writer.py): a process of its own next to each
+# Who writes the smtpd's batches of mail (mail/smtpd/writer.py): a process of its own next to each
 # smtpd process on PostgreSQL, a thread of the smtpd in embedded mode (SQLite has one writer).
 SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "process")
 # Concurrent SMTP sessions per client IP address; the next one gets 421 and is closed.

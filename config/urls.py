@@ -7,7 +7,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView
 
 from config.health import healthz
-from mail.overview import overview
+from outbox.overview import overview
 
 api_v1 = [
     path("", include("apikeys.urls")),

@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
 from apikeys.models import Workspace
@@ -224,4 +225,41 @@ def hosted_domain(domain: str) -> bool:
     return (
         domain in settings.INBOX_DOMAINS
         or Domain.objects.unscoped().filter(domain=domain, verified=True).exists()
+    )
+
+
+def inbox_counts(workspace: Workspace, now: datetime | None = None) -> dict[str, int]:
+    """Inboxes (total, expired at ``now``) and the sums of their maintained email and unread
+    counters (no scan of emails)."""
+    now = now or timezone.now()
+    expired = Q(expires_at__isnull=False, expires_at__lte=now)
+    counts = Inbox.objects.filter(workspace=workspace).aggregate(
+        total=Count("pk"),
+        expired=Count("pk", filter=expired),
+        emails=Sum("email_count"),
+        unread=Sum("unread_count"),
+    )
+    return {
+        "total": counts["total"],
+        "expired": counts["expired"],
+        "emails": counts["emails"] or 0,
+        "unread": counts["unread"] or 0,
+    }
+
+
+def inbox_ids_existing(workspace: Workspace, ids: set[str]) -> set[str]:
+    """Which of these inbox ids still exist in the workspace (one primary-key lookup)."""
+    if not ids:
+        return set()
+    return set(Inbox.objects.filter(workspace=workspace, pk__in=ids).values_list("pk", flat=True))
+
+
+def inbox_latest_active(workspace: Workspace) -> Inbox | None:
+    """The workspace's newest active inbox."""
+    now = timezone.now()
+    return (
+        Inbox.objects.filter(workspace=workspace)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .order_by("-id")
+        .first()
     )

@@ -16,7 +16,7 @@ from config.api.query import parse_query
 from config.api.schema import DeletedOut, link, page_of
 from inboxes import selectors as inbox_selectors
 from labels.exceptions import UnknownLabel
-from mail import selectors, services, stats
+from mail import selectors, services
 from mail.serializers import (
     AllEmailsQuery,
     EmailListQuery,
@@ -24,7 +24,6 @@ from mail.serializers import (
     EmailReadQuery,
     EmailSummaryOut,
     EmailUpdateIn,
-    StatsOut,
 )
 
 INBOX_ID = OpenApiParameter(
@@ -169,18 +168,3 @@ class EmailAttachmentApi(APIView):
             attachment.content_type or "application/octet-stream",
             attachment.filename or f"{attachment.pk}.bin",
         )
-
-
-class StatsApi(APIView):
-    scopes = {"GET": "read"}
-    tags = ["Organization"]
-
-    @extend_schema(
-        operation_id="getStats",
-        responses=StatsOut,
-        description="Inbox counts by status; emails (total, last 24 h, unread); outbox by "
-        "status, and sent items by delivery state (outbox_delivery); webhook deliveries "
-        "(last 24 h, failed); the 20 most recent events.",
-    )
-    def get(self, request: Request) -> Response:
-        return Response(StatsOut(stats.workspace_stats(request.auth.workspace)).data)

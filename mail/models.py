@@ -15,7 +15,7 @@ from django.db import models
 
 from config.api.ids import new_id
 from config.tenancy import Tenancy, TenantManager
-from mail.htmltext import html_to_text
+from mail.message.htmltext import html_to_text
 
 
 def _eml_id() -> str:

@@ -37,10 +37,10 @@ from labels import rules
 from labels import selectors as label_selectors
 from labels import services as label_services
 from labels.models import EmailLabel, Label
-from mail.extraction import extract
-from mail.htmltext import make_preview
+from mail.message.extraction import extract
+from mail.message.htmltext import make_preview
+from mail.message.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from mail.models import Attachment, Email, RawMessage
-from mail.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from webhooks import events
 
 logger = logging.getLogger(__name__)
@@ -232,7 +232,7 @@ class Incoming:
     rcpt_tos: Sequence[str]
     received_at: datetime | None = None
     # Recipients -> the ids of the inboxes admit_recipient() found at RCPT time in the same
-    # transaction (plain ids: a batch may be written by another process, mail.writer).
+    # transaction (plain ids: a batch may be written by another process, mail.smtpd.writer).
     admitted: Mapping[str, str] | None = None
     # The message parsed and extracted already (prepared()), else receive_many() does it.
     prepared: _Prepared | None = None
@@ -243,7 +243,7 @@ def prepared(incoming: Incoming) -> Incoming:
     as it is if that is done already, or if it is over ``MAX_MESSAGE_BYTES`` (refused unread).
 
     ``receive_many`` prepares what is not prepared yet; the smtpd prepares at the end of DATA,
-    in its own process, so that the writer process (``mail.writer``) only stores and the two
+    in its own process, so that the writer process (``mail.smtpd.writer``) only stores and the two
     work on different batches at once."""
     if incoming.prepared is not None or len(incoming.raw) > settings.MAX_MESSAGE_BYTES:
         return incoming

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
-from django.db.models import Prefetch, QuerySet
-from django.db.models.functions import Substr
+from django.db.models import Count, Prefetch, QuerySet
+from django.db.models.functions import Substr, TruncHour
+from django.utils import timezone
 
 from apikeys.models import Workspace
 from inboxes.models import Inbox
 from labels.models import EmailLabel
 from mail.exceptions import AttachmentNotFound, EmailNotFound
+from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
-from mail.parsing import decode_part
 
 LIST_FIELDS = (
     "id",
@@ -137,3 +138,40 @@ def attachment_contents(
     if len(found) != len({a.pk for a in attachments}):
         raise AttachmentNotFound()
     return found
+
+
+def email_count_since(workspace: Workspace, since: datetime) -> int:
+    """Mail received since ``since`` (the ``(workspace, received_at)`` index)."""
+    return Email.objects.filter(workspace=workspace, received_at__gte=since).count()
+
+
+def email_ids_existing(workspace: Workspace, ids: set[str]) -> set[str]:
+    """Which of these email ids still exist in the workspace (one primary-key lookup)."""
+    if not ids:
+        return set()
+    return set(Email.objects.filter(workspace=workspace, pk__in=ids).values_list("pk", flat=True))
+
+
+def hourly_received(
+    workspace: Workspace, hours: int = 72, now: datetime | None = None
+) -> list[tuple[datetime, int]]:
+    """Mail received per UTC hour, oldest first, ``hours`` buckets ending with the current hour
+    (hours without mail included as 0). One grouped range query on ``(workspace, received_at)``;
+    ``COUNT(*)`` keeps it an index-only scan."""
+    now = now or timezone.now()
+    current = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    start = current - timedelta(hours=hours - 1)
+    counts = {
+        row["hour"]: row["n"]
+        for row in Email.objects.filter(
+            workspace=workspace,
+            received_at__gte=start,
+            received_at__lt=current + timedelta(hours=1),
+        )
+        .annotate(hour=TruncHour("received_at", tzinfo=UTC))
+        .values("hour")
+        .annotate(n=Count("*"))
+        .order_by()
+    }
+    buckets = [start + timedelta(hours=i) for i in range(hours)]
+    return [(hour, counts.get(hour, 0)) for hour in buckets]

@@ -5,7 +5,6 @@ from mail import api
 urlpatterns = [
     path("inboxes/<str:inbox_id>/emails", api.InboxEmailsApi.as_view()),
     path("emails", api.EmailsApi.as_view()),
-    path("stats", api.StatsApi.as_view()),
     path("emails/<str:email_id>", api.EmailApi.as_view()),
     path("emails/<str:email_id>/raw", api.EmailRawApi.as_view()),
     path("emails/<str:email_id>/attachments/<str:attachment_id>", api.EmailAttachmentApi.as_view()),

@@ -3,8 +3,9 @@ its raw source and its attachments.
 
 Thin views over the same selectors and services as the emails API (``mail.selectors``,
 ``mail.services.email_update`` / ``email_mark_read`` / ``email_delete``). The message's HTML is
-never put into a dashboard page: it is sanitised by :mod:`mail.display` and served from its own
-route with its own strict Content-Security-Policy, inside a sandboxed frame without scripts.
+never put into a dashboard page: it is sanitised by :mod:`mail.message.sanitize` and served from
+its own route with its own strict Content-Security-Policy, inside a sandboxed frame without
+scripts.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from config.api.pagination import paginate
 from inboxes.forms import LIFETIMES, InboxLifetimeForm
 from inboxes.views import inbox_or_404, may, refuse
 from labels import selectors as label_selectors
-from mail import display, selectors, services
+from mail import selectors, services
 from mail.forms import EmailReadForm, EmailSearchForm, LabelAddForm
+from mail.message import sanitize
 from mail.models import Email
 
 PAGE_SIZE = 50
@@ -124,7 +126,7 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
     if not email.read:
         services.email_mark_read(email=email)
     show_images = request.GET.get("images") == "1"
-    safe = display.sanitize_html(email.html, remote_images=show_images) if email.html else None
+    safe = sanitize.sanitize_html(email.html, remote_images=show_images) if email.html else None
     applied, addable = _label_rows(email)
     raw = selectors.email_raw(request.membership.workspace, email.pk)  # type: ignore[attr-defined]
     extracted = email.extracted or {}
@@ -164,13 +166,13 @@ def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
     ]
     contents = selectors.attachment_contents(email.workspace, images)
     for attachment in images:
-        uri = display.inline_image_uri(contents[attachment.pk], attachment.content_type)
+        uri = sanitize.inline_image_uri(contents[attachment.pk], attachment.content_type)
         if uri is not None:
             inline[attachment.content_id] = uri
-    safe = display.sanitize_html(email.html, remote_images=show_images, inline_images=inline)
+    safe = sanitize.sanitize_html(email.html, remote_images=show_images, inline_images=inline)
     # The charset is declared here, not left to the document's <meta> (or to sniffing).
     response = HttpResponse(
-        display.email_document(safe.html, title=email.subject),
+        sanitize.email_document(safe.html, title=email.subject),
         content_type="text/html; charset=utf-8",
     )
     images = "img-src data: https: http:" if show_images else "img-src data:"

@@ -1,4 +1,4 @@
-"""/inboxes/{id}/send, /outbox, /outbox/{id}, /outbox/{id}/decision.
+"""/inboxes/{id}/send, /outbox, /outbox/{id}, /outbox/{id}/decision; and /stats (``outbox.stats``).
 
 ``wait`` on send and on GET /outbox/{id} is served by ``outbox.realtime`` in front of these
 views: the view answers at once, and the wrapper waits for the decision without a thread.
@@ -19,9 +19,16 @@ from config.api.schema import link, page_of
 from inboxes import selectors as inbox_selectors
 from mail.exceptions import EmailNotFound
 from mail.selectors import email_get
-from outbox import selectors, services
+from outbox import selectors, services, stats
 from outbox.exceptions import InvalidState
-from outbox.serializers import DecisionIn, OutboxListQuery, OutboxOut, SendIn, WaitQuery
+from outbox.serializers import (
+    DecisionIn,
+    OutboxListQuery,
+    OutboxOut,
+    SendIn,
+    StatsOut,
+    WaitQuery,
+)
 
 IDEMPOTENCY = OpenApiParameter(
     "Idempotency-Key",
@@ -172,3 +179,18 @@ class DecisionApi(APIView):
             item=item, user=principal.user, role=principal.role, **body.validated_data
         )
         return _render(item)
+
+
+class StatsApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Organization"]
+
+    @extend_schema(
+        operation_id="getStats",
+        responses=StatsOut,
+        description="Inbox counts by status; emails (total, last 24 h, unread); outbox by "
+        "status, and sent items by delivery state (outbox_delivery); webhook deliveries "
+        "(last 24 h, failed); the 20 most recent events.",
+    )
+    def get(self, request: Request) -> Response:
+        return Response(StatsOut(stats.workspace_stats(request.auth.workspace)).data)

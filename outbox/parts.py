@@ -18,7 +18,7 @@ from email.utils import getaddresses
 
 from django.utils.html import escape
 
-from mail.display import email_document, sanitize_html
+from mail.message.sanitize import email_document, sanitize_html
 
 
 def text_as_html(text: str) -> str:

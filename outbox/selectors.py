@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import DateTimeField, ExpressionWrapper, F, QuerySet
+from django.db.models import Count, DateTimeField, ExpressionWrapper, F, QuerySet
 from django.db.models.functions import Coalesce
 
 from apikeys.models import Workspace
@@ -122,3 +122,36 @@ def outbox_approval_history(
     if status:
         queryset = queryset.filter(status=status)
     return queryset
+
+
+STATUS_COUNTED = ("pending", "sent", "rejected", "failed", "expired")
+# Where sent mail is on its way (``delivery.state``), by stored value.
+DELIVERY_COUNTED = {
+    "queued": "queued",
+    "retrying": "retrying",
+    "delivered": "done",
+    "internal": "internal",
+    "captured": "captured",
+    "failed": "failed",
+}
+
+
+def outbox_status_counts(workspace: Workspace) -> dict[str, int]:
+    """Outbox items by status (the ``(workspace, status, -id)`` index)."""
+    counts = dict.fromkeys(STATUS_COUNTED, 0)
+    for status, count in (
+        OutboxItem.objects.filter(workspace=workspace).values_list("status").annotate(n=Count("pk"))
+    ):
+        counts[status] = count
+    return counts
+
+
+def outbox_delivery_counts(workspace: Workspace) -> dict[str, int]:
+    """Deliveries, not hand-overs: sent items by what became of them."""
+    by_value = dict(
+        OutboxItem.objects.filter(workspace=workspace)
+        .exclude(delivery="waiting")
+        .values_list("delivery")
+        .annotate(n=Count("pk"))
+    )
+    return {state: by_value.get(value, 0) for state, value in DELIVERY_COUNTED.items()}

@@ -127,3 +127,56 @@ class OutboxOut(serializers.Serializer):
         fields = super().get_fields()
         fields["from"] = AddressOut()
         return fields
+
+
+class _InboxCountsOut(serializers.Serializer):
+    total = serializers.IntegerField()
+    active = serializers.IntegerField()
+    expired = serializers.IntegerField()
+
+
+class _EmailCountsOut(serializers.Serializer):
+    total = serializers.IntegerField()
+    last_24h = serializers.IntegerField()
+    unread = serializers.IntegerField()
+
+
+class _OutboxCountsOut(serializers.Serializer):
+    pending = serializers.IntegerField()
+    sent = serializers.IntegerField()
+    rejected = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    expired = serializers.IntegerField()
+
+
+class _OutboxDeliveryCountsOut(serializers.Serializer):
+    queued = serializers.IntegerField(help_text="Handed to delivery, first attempt not made.")
+    retrying = serializers.IntegerField(help_text="The relay refused or deferred; will retry.")
+    delivered = serializers.IntegerField(help_text="The relay accepted the message.")
+    internal = serializers.IntegerField(help_text="Delivered to inboxes of this service.")
+    captured = serializers.IntegerField(help_text="Kept here, never sent (no EMAIL_URL).")
+    failed = serializers.IntegerField(help_text="Failed for good.")
+
+
+class _DeliveryCountsOut(serializers.Serializer):
+    deliveries_24h = serializers.IntegerField()
+    failed_24h = serializers.IntegerField()
+
+
+class RecentEventOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    type = serializers.CharField()
+    inbox_id = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    data = serializers.DictField()
+
+
+class StatsOut(serializers.Serializer):
+    inboxes = _InboxCountsOut()
+    emails = _EmailCountsOut()
+    outbox = _OutboxCountsOut()
+    outbox_delivery = _OutboxDeliveryCountsOut(
+        help_text="Sent outbox items by delivery state: what was delivered, not handed over."
+    )
+    webhooks = _DeliveryCountsOut()
+    recent_events = RecentEventOut(many=True)

@@ -7,4 +7,5 @@ urlpatterns = [
     path("outbox", api.OutboxApi.as_view()),
     path("outbox/<str:item_id>", api.OutboxItemApi.as_view()),
     path("outbox/<str:item_id>/decision", api.DecisionApi.as_view()),
+    path("stats", api.StatsApi.as_view()),
 ]

@@ -107,7 +107,7 @@ class SmtpServer:
         import asyncio
         import threading
 
-        from mail.smtp import start_server
+        from mail.smtpd.server import start_server
 
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -250,13 +250,13 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 
 @pytest.fixture
 def process_writer(transactional_db: None, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """A ``mail.writer.ProcessWriter`` whose child uses this test's database (it is spawned
+    """A ``mail.smtpd.writer.ProcessWriter`` whose child uses this test's database (it is spawned
     with the environment of a live test process: ``tests.live.child_env``)."""
     import asyncio
 
     from django.db import connection
 
-    from mail.writer import ProcessWriter
+    from mail.smtpd.writer import ProcessWriter
     from tests.live import child_env
 
     env = child_env(connection.settings_dict["NAME"])

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 from django.apps import apps
-from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.utils import timezone
 
 from apikeys.models import Workspace
 from config.api.errors import ValidationFailed
 from webhooks.exceptions import DeliveryNotFound, EndpointNotFound, UnknownLabelKey
-from webhooks.models import Attempt, Delivery, Endpoint
+from webhooks.models import Attempt, Delivery, Endpoint, Event
 
 
 def endpoint_list(workspace: Workspace) -> QuerySet[Endpoint]:
@@ -109,3 +113,50 @@ def label_key_choices(workspace: Workspace) -> list[tuple[str, str]]:
     return list(
         Label.objects.filter(workspace=workspace).order_by("key").values_list("key", "name")
     )
+
+
+DELIVERY_STATUSES = ("succeeded", "failed", "retrying", "pending")
+
+
+def delivery_counts_since(workspace: Workspace, since: datetime) -> dict[str, int]:
+    """Deliveries created since ``since`` and how many of them failed (the
+    ``(workspace_id, created_at)`` index)."""
+    return Delivery.objects.filter(workspace_id=workspace.pk, created_at__gte=since).aggregate(
+        deliveries_24h=Count("pk"), failed_24h=Count("pk", filter=Q(status="failed"))
+    )
+
+
+@dataclass(frozen=True)
+class WebhookHealth:
+    """Deliveries created in the window, by status, and the share that succeeded of those
+    attempted so far (``pending`` ones have not been tried yet; ``retrying`` ones have failed at
+    least once); ``rate`` is None when nothing was attempted."""
+
+    by_status: dict[str, int]
+    total: int
+    attempted: int
+    rate: float | None
+
+
+def webhook_health(
+    workspace: Workspace, hours: int = 24, now: datetime | None = None
+) -> WebhookHealth:
+    """Webhook deliveries of the last ``hours`` by status, with the success rate."""
+    since = (now or timezone.now()) - timedelta(hours=hours)
+    by_status = dict.fromkeys(DELIVERY_STATUSES, 0)
+    for status, count in (
+        Delivery.objects.filter(workspace_id=workspace.pk, created_at__gte=since)
+        .values_list("status")
+        .annotate(n=Count("*"))
+        .order_by()
+    ):
+        by_status[status] = count
+    total = sum(by_status.values())
+    attempted = total - by_status["pending"]
+    rate = by_status["succeeded"] / attempted if attempted else None
+    return WebhookHealth(by_status=by_status, total=total, attempted=attempted, rate=rate)
+
+
+def event_recent(workspace: Workspace, limit: int) -> list[Event]:
+    """The workspace's newest ``limit`` events, newest first (the ``(workspace_id, -id)`` index)."""
+    return list(Event.objects.filter(workspace_id=workspace.pk).order_by("-id")[:limit])

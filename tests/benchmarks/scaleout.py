@@ -101,7 +101,7 @@ class Shape:
 def _cpu_pids(shape: Shape) -> dict[str, int]:
     """Every process of the shape and the load generator, named ``<type>.<n>``."""
     pids = {f"web.{n}": web.proc.pid for n, web in enumerate(shape.webs) if web.proc}
-    smtpds = [  # each smtpd with its writer process (mail.writer)
+    smtpds = [  # each smtpd with its writer process (mail.smtpd.writer)
         pid for s in shape.smtps if s.proc for pid in (s.proc.pid, *descendants(s.proc.pid))
     ]
     pids |= {f"smtpd.{n}": pid for n, pid in enumerate(smtpds)}

@@ -1,6 +1,6 @@
 """The overview page (``/``) in a real browser on the live stack: the numbers of GET /stats, the
 mail-per-hour chart, webhooks, outbox, recent events and the empty state; plus the chart
-selectors of ``mail.stats`` at the database level."""
+selectors (``mail.selectors``, ``webhooks.selectors``) at the database level."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from playwright.sync_api import expect
 
 from apikeys import services as key_services
 from inboxes import services as inbox_services
-from mail import pipeline, stats
+from mail import pipeline
+from mail import selectors as mail_selectors
 from mail.models import Email
-from mail.overview import mail_chart
+from outbox.overview import mail_chart
 from tests.conftest import Api
 from tests.dashboard.conftest import (
     PASSWORD,
@@ -34,6 +35,7 @@ from tests.live import embedded
 from tests.mail.messages import message
 from tests.outbox.conftest import Sink, sink  # noqa: F401  (a fixture)
 from tests.webhooks.receiver import receiver  # noqa: F401  (a fixture)
+from webhooks import selectors as webhook_selectors
 from webhooks import services as webhook_services
 from webhooks.models import Delivery, Endpoint
 
@@ -265,7 +267,7 @@ def test_hourly_received_buckets_the_last_72_hours() -> None:
         Email.objects.filter(pk=email_id).update(received_at=moment)
     pipeline.receive_one(message(to=theirs.address), to=theirs.address)
 
-    series = stats.hourly_received(workspace, hours=72, now=now)
+    series = mail_selectors.hourly_received(workspace, hours=72, now=now)
     assert len(series) == 72
     assert series[0] == (datetime(2025, 3, 2, 15, tzinfo=UTC), 1)
     assert series[-1] == (datetime(2025, 3, 5, 14, tzinfo=UTC), 2)
@@ -290,7 +292,7 @@ def test_webhook_health_counts_the_last_day_and_the_success_rate() -> None:
         inbox_ids=[],
         label_keys=[],
     )
-    assert stats.webhook_health(workspace).rate is None
+    assert webhook_selectors.webhook_health(workspace).rate is None
 
     def delivery(status: str) -> None:
         Delivery.objects.create(
@@ -305,7 +307,7 @@ def test_webhook_health_counts_the_last_day_and_the_success_rate() -> None:
         delivery(status)
     with time_machine.travel(timezone.now() - timedelta(hours=25)):
         delivery("failed")  # older than a day: not counted
-    health = stats.webhook_health(workspace)
+    health = webhook_selectors.webhook_health(workspace)
     assert health.by_status == {"succeeded": 7, "failed": 1, "retrying": 1, "pending": 2}
     assert health.total == 11 and health.attempted == 9
     assert health.rate == pytest.approx(7 / 9)

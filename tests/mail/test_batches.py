@@ -18,7 +18,7 @@ from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline
 from mail.models import Email, RawMessage
-from mail.writer import ThreadWriter
+from mail.smtpd.writer import ThreadWriter
 from tests.conftest import SmtpServer
 from tests.dns_server import verified_domain
 from tests.mail.messages import message
@@ -177,7 +177,7 @@ def test_group_commit_retries_alone_so_only_the_bad_message_fails(
     poison_subject: str, workspace: Workspace, kind: str, request: pytest.FixtureRequest
 ) -> None:
     """With either writer (the process's error comes back across the process boundary)."""
-    from mail.smtp import GroupCommit
+    from mail.smtpd.server import GroupCommit
 
     writer = request.getfixturevalue("process_writer") if kind == "process" else ThreadWriter()
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="target")
@@ -281,7 +281,7 @@ def test_a_message_prepared_before_its_batch_is_stored_as_one_prepared_in_it(
 ) -> None:
     """``pipeline.prepared`` (what the smtpd does as DATA ends, with a writer process) gives the
     very rows that parsing in the batch gives; a prepared message is not parsed again."""
-    from mail.parsing import parse_message
+    from mail.message.parsing import parse_message
 
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="prepared")
     raw = message(

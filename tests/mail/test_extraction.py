@@ -1,4 +1,4 @@
-"""Table-driven tests for ``mail.extraction`` over a corpus of realistic messages.
+"""Table-driven tests for ``mail.message.extraction`` over a corpus of realistic messages.
 
 Every corpus entry states the complete expected result: ``codes`` (``code`` is their first),
 ``link``, and either the full ``links`` list as (url, text, kind) or the kinds of the links in
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mail import extraction
-from mail.extraction import AFTER_WINDOW, BEFORE_WINDOW, extract
-from mail.htmltext import html_to_text
+from mail.message import extraction
+from mail.message.extraction import AFTER_WINDOW, BEFORE_WINDOW, extract
+from mail.message.htmltext import html_to_text
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
-"""Table-driven tests for ``mail.htmltext``: HTML to text, whitespace folding and previews."""
+"""Table-driven tests for ``mail.message.htmltext``: HTML to text, whitespace folding and previews."""
 
 from __future__ import annotations
 
 import pytest
 
-from mail.htmltext import fold_whitespace, html_to_text, make_preview, parse_html
+from mail.message.htmltext import fold_whitespace, html_to_text, make_preview, parse_html
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Tests for mail.parsing: fixture messages under tests/fixtures/mime plus focused unit cases."""
+"""Tests for mail.message.parsing: fixture messages under tests/fixtures/mime plus focused unit cases."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mail.parsing import (
+from mail.message.parsing import (
     MAX_DEPTH,
     MAX_PARTS,
     Address,

@@ -1,4 +1,4 @@
-"""Differential tests: ``mail.parsing.parse_message`` against the standard library's parser.
+"""Differential tests: ``mail.message.parsing.parse_message`` against the standard library's parser.
 
 Every message here is parsed twice -- by ``parse_message`` and by
 ``email.parser.BytesParser(policy=email.policy.default)`` -- and both results are projected onto
@@ -12,7 +12,7 @@ the same plain "view" (a dict), which must be equal.  Inputs are
    stdlib writes badly are rejected; see the comment in the test for exactly which.
 
 How the stdlib side of each field is defined, and the normalisations applied (both are the
-documented contract of ``mail/parsing.py``, not leniency of this test):
+documented contract of ``mail/message/parsing.py``, not leniency of this test):
 
 * all strings: NUL characters are removed ("decoded strings never contain NUL characters");
 * subject: the stdlib's unfolded, RFC 2047-decoded value, ``str.strip()``-ed (ours is "the
@@ -78,7 +78,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from mail.parsing import ParsedAttachment, ParsedMessage, parse_message
+from mail.message.parsing import ParsedAttachment, ParsedMessage, parse_message
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mime"
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.eml"))

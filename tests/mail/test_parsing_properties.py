@@ -1,4 +1,4 @@
-"""Property tests for mail.parsing: parse_message never raises and its output stays well formed."""
+"""Property tests for mail.message.parsing: parse_message never raises, its output stays well formed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mail.parsing import Address, ParsedAttachment, ParsedMessage, decode_part, parse_message
+from mail.message.parsing import (
+    Address,
+    ParsedAttachment,
+    ParsedMessage,
+    decode_part,
+    parse_message,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mime"
 FIXTURE_BYTES = [path.read_bytes() for path in sorted(FIXTURES.glob("*.eml"))]

@@ -1,4 +1,4 @@
-"""The smtpd's DATA reader (``mail.smtp.DataReader``) against RFC 5321's definition, whatever
+"""The smtpd's DATA reader (``mail.smtpd.server.DataReader``) against RFC 5321's definition, whatever
 the blocks the bytes arrive in."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mail.smtp import DATA_BLOCK, DataReader
+from mail.smtpd.server import DATA_BLOCK, DataReader
 
 
 def _reference(stream: bytes) -> tuple[bytes, bytes] | None:

@@ -9,8 +9,8 @@ from aiosmtpd.smtp import SMTP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mail.smtp import Handler, PigeonholeSMTP, make_protocol
-from mail.writer import ThreadWriter
+from mail.smtpd.server import Handler, PigeonholeSMTP, make_protocol
+from mail.smtpd.writer import ThreadWriter
 
 HAND_MADE = [
     "<user@example.com>",

@@ -1,4 +1,4 @@
-"""The smtpd's writer process (``mail.writer.ProcessWriter``): batches written by a child
+"""The smtpd's writer process (``mail.smtpd.writer.ProcessWriter``): batches written by a child
 process against the real database, a child that dies costs its batch a ``451`` and is replaced,
 and a child never outlives its smtpd (killed or stopped)."""
 
@@ -20,8 +20,8 @@ from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from mail import pipeline
 from mail.models import Email
-from mail.smtp import GroupCommit
-from mail.writer import ProcessWriter, WriterLost, writer_for
+from mail.smtpd.server import GroupCommit
+from mail.smtpd.writer import ProcessWriter, WriterLost, writer_for
 from tests.live import ROOT, Stack, descendants
 from tests.mail.messages import message
 
@@ -93,7 +93,7 @@ def test_the_child_exits_when_its_parent_is_killed() -> None:
     connection): the child reads the end of its queue and exits."""
     code = (
         "import asyncio, os, sys\n"
-        "from mail.writer import ProcessWriter\n"
+        "from mail.smtpd.writer import ProcessWriter\n"
         "w = ProcessWriter()\n"
         "asyncio.run(w.start())\n"
         "print(w.pid, flush=True)\n"

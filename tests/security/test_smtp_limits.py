@@ -1,4 +1,4 @@
-"""Hostile SMTP clients against the real smtpd (issue 11, matrix 5): ``mail.smtp`` served on
+"""Hostile SMTP clients against the real smtpd (issue 11, matrix 5): ``mail.smtpd.server`` served on
 127.0.0.1, spoken to over real sockets (smtplib, or raw bytes where smtplib would refuse to
 send something this wrong).
 
@@ -30,7 +30,7 @@ from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail.models import Email, RawMessage
-from mail.smtp import MAX_RECIPIENTS
+from mail.smtpd.server import MAX_RECIPIENTS
 from tests.conftest import SmtpServer
 from tests.security.hostile_mail import CORPUS, RssWatch
 

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         from config.asgi import application
         from config.celery import app
         from config.web import RedactingServer
-        from mail.smtp import start_server
+        from mail.smtpd.server import start_server
 
         # The apps' tasks modules are imported by a Celery worker at start-up, not by the app:
         # without this every schedule entry's task is unknown here (and no periodic job ran).

@@ -11,8 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from mail.smtp import start_server
-from mail.writer import writer_for
+from mail.smtpd.server import start_server
+from mail.smtpd.writer import writer_for
 
 # How long a thread may hold the GIL while another waits for it (CPython's default: 5 ms). The
 # event loop (the SMTP sessions) shares the interpreter with the threads of the RCPT lookups and,

@@ -5,7 +5,7 @@
 - DATA: the message is parsed and extracted (up to ``PREPARE_IN_SESSION_BYTES``, with a
   writer process) and joins the process's :class:`GroupCommit`: the messages of concurrent
   sessions are stored together, one transaction per batch (``pipeline.receive_many``) in the
-  writer process (``mail.writer``; a worker thread in embedded mode), and each session gets
+  writer process (``mail.smtpd.writer``; a worker thread in embedded mode), and each session gets
   its ``250`` only after its batch committed. If every
   recipient refused, the first refusal is the reply (``550 5.7.1`` sender filtered, ``552
   5.2.2`` inbox full); a failure of ours is ``451 4.3.0`` so the client retries, never a
@@ -37,12 +37,12 @@ from django.conf import settings
 from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
-from mail.writer import BatchWriter, ThreadWriter, WriterLost
+from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
 logger = logging.getLogger(__name__)
 
 MAX_RECIPIENTS = 100
-# With a writer process (mail.writer), messages up to this size are parsed and extracted by the
+# With a writer process (writer.py), messages up to this size are parsed and extracted by the
 # smtpd as their DATA ends, so that the writer only stores and the two work on two batches at
 # once (realistic 64 KB mail: +20 % in alternating runs; the 4 KB kinds +1 to +6 %). Larger ones
 # are parsed by the writer: the event loop that every session shares would stall for as long
@@ -71,7 +71,7 @@ class GroupCommit:
     commits many messages per transaction and an idle one commits each message at once: no
     timer, no added latency. If a batch fails, its messages are stored one by one, so a message
     that cannot be stored costs only its own sender a ``451``; if the writer process was lost
-    with the batch (``mail.writer``), the whole batch is answered ``451``: it is not known
+    with the batch (``mail.smtpd.writer``), the whole batch is answered ``451``: it is not known
     whether it was stored, and the senders retry.
     """
 
@@ -503,7 +503,7 @@ def make_protocol(handler: Handler) -> PigeonholeSMTP:
 
 async def start_server(host: str, port: int, writer: BatchWriter | None = None) -> asyncio.Server:
     """Listens on ``host:port`` (SO_REUSEPORT) in the running event loop; batches of mail are
-    written by ``writer`` (a thread of this process unless given: ``mail.writer``)."""
+    written by ``writer`` (a thread of this process unless given: ``mail.smtpd.writer``)."""
     loop = asyncio.get_running_loop()
     handler = Handler(writer or ThreadWriter())
     return await loop.create_server(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mail.display import BLOCKED_IMAGE, email_document, inline_image_uri, sanitize_html
+from mail.message.sanitize import BLOCKED_IMAGE, email_document, inline_image_uri, sanitize_html
 
 EVIL = "http://evil.example"
 

@@ -25,7 +25,8 @@ Field-level parsing still leans on the stdlib where it is sound: ``email.utils.g
 for address lists, ``email.utils.parsedate_to_datetime`` for dates, ``binascii``/``base64`` for
 transfer encodings and the ``codecs`` registry for charsets.  Encoded words (RFC 2047) and
 MIME parameters (RFC 2045 and RFC 2231 continuations and charsets) are decoded by small linear
-parsers in this module.
+parsers: MIME parameters here, charsets, transfer encodings and encoded words in
+:mod:`mail.message.decoding`.
 
 Text decoding: the declared charset is tried first (then its vendor superset, e.g. cp932 for
 Shift_JIS), then UTF-8; if all fail, the declared charset is used with ``errors="replace"`` (or
@@ -38,19 +39,24 @@ Pure: no Django imports.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import codecs
-import encodings
-import encodings.aliases
-import functools
-import pkgutil
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import getaddresses, parsedate_to_datetime
 from urllib.parse import unquote_to_bytes
+
+from .decoding import (
+    SURROGATE_RE,
+    TRANSFER_ENCODINGS,
+    Context,
+    decode_bytes,
+    decode_part,
+    decode_transfer,
+    decode_words,
+    header_bytes_to_str,
+    one_line,
+)
 
 __all__ = [
     "Address",
@@ -65,7 +71,6 @@ __all__ = [
 MAX_PARTS = 1000  # MIME parts (multipart containers and leaves) walked per message
 MAX_DEPTH = 50  # nesting depth of multiparts
 MAX_HEADER_FIELDS = 10_000  # header fields read per message (all parts together)
-MAX_DEFECTS = 100  # notes kept in ParsedMessage.defects
 MAX_ADDRESS_HEADER_CHARS = 1024 * 1024  # address-list text read per field
 MAX_COMPLEX_ADDRESS_CHARS = 32 * 1024  # of which handed to email.utils.getaddresses
 MAX_ADDRESSES = 5000  # addresses kept per field
@@ -129,319 +134,6 @@ class ParsedMessage:
         return ""
 
 
-# --- parse context --------------------------------------------------------------------------
-
-
-class _Context:
-    """Per-message budgets and the defect list."""
-
-    __slots__ = ("_seen", "defects", "header_fields", "parts")
-
-    def __init__(self) -> None:
-        self.defects: list[str] = []
-        self._seen: set[str] = set()
-        self.parts = 0
-        self.header_fields = 0
-
-    def defect(self, note: str) -> None:
-        if note in self._seen:
-            return
-        self._seen.add(note)
-        if len(self.defects) < MAX_DEFECTS:
-            self.defects.append(note)
-        elif len(self.defects) == MAX_DEFECTS:
-            self.defects.append("further defects omitted")
-
-
-# --- charsets -------------------------------------------------------------------------------
-
-# Labels seen in real mail that Python's codec registry does not know.
-_CHARSET_ALIASES: dict[str, str] = {
-    "x-gbk": "gbk",
-    "x-sjis": "shift_jis",
-    "x-euc-jp": "euc_jp",
-    "windows-874": "cp874",
-    "iso-8859-8-i": "iso8859-8",
-    "x-mac-roman": "mac-roman",
-    "x-mac-ce": "mac-latin2",
-    "x-mac-cyrillic": "mac-cyrillic",
-    "unicode-1-1-utf-7": "utf-7",
-}
-# Vendor supersets tried when text does not decode in the declared charset: mail labelled
-# Shift_JIS, EUC-KR, GB2312 or Big5 often uses the Windows/HKSCS extensions.
-_SUPERSET_CODECS: dict[str, str] = {
-    "shift_jis": "cp932",
-    "euc_kr": "cp949",
-    "gb2312": "gb18030",
-    "gbk": "gb18030",
-    "big5": "big5hkscs",
-}
-# Labels meaning "some unknown 8-bit charset": fall back without calling it a defect.
-_UNKNOWN_8BIT = frozenset({"unknown-8bit", "x-unknown-8bit", "unknown", "8bit", "x-user-defined"})
-# Python-only codecs that are not mail charsets (slow or surprising on hostile input).
-_FORBIDDEN_CODECS = frozenset(
-    {"idna", "punycode", "unicode-escape", "raw-unicode-escape", "undefined", "mbcs", "oem"}
-)
-_CHARSET_NAME_RE = re.compile(r"[a-z0-9_.:()+-]{1,64}")
-
-
-def _known_codec_names() -> frozenset[str]:
-    # Only names the stdlib ``encodings`` package can resolve are looked up, so hostile labels
-    # never reach (and grow) the codec registry's negative-lookup cache.
-    names: set[str] = set(encodings.aliases.aliases)
-    names.update(encodings.aliases.aliases.values())
-    names.update(module.name for module in pkgutil.iter_modules(encodings.__path__))
-    return frozenset(names)
-
-
-_KNOWN_CODECS = _known_codec_names()
-
-
-@functools.lru_cache(maxsize=256)
-def _codec_for(label: str) -> str | None:
-    """Python codec name for a (lower-cased) charset label, or None if unusable."""
-    label = _CHARSET_ALIASES.get(label, label)
-    if not _CHARSET_NAME_RE.fullmatch(label):
-        return None
-    normalized = encodings.normalize_encoding(label)
-    if normalized not in _KNOWN_CODECS and normalized.replace(".", "_") not in _KNOWN_CODECS:
-        return None
-    try:
-        info = codecs.lookup(label)
-    except (LookupError, ValueError, TypeError):
-        return None
-    if not getattr(info, "_is_text_encoding", True) or info.name in _FORBIDDEN_CODECS:
-        return None
-    return info.name
-
-
-@functools.lru_cache(maxsize=256)
-def _clean_charset(charset: str) -> str:
-    label = charset.strip().strip("\"'").strip().lower()
-    return label.split("*", 1)[0]  # RFC 2231 language suffix: "utf-8*en"
-
-
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def _decode_bytes(data: bytes, charset: str, ctx: _Context, where: str) -> str:
-    """Decode ``data``: declared charset, then UTF-8, then lossy; defects noted on the way."""
-    label = _clean_charset(charset) if charset else ""
-    codec = _codec_for(label) if label else None
-    if label and codec is None and label not in _UNKNOWN_8BIT:
-        ctx.defect(f"unknown charset {label!r} in {where}")
-    if codec is not None:
-        for candidate in (codec, _SUPERSET_CODECS.get(codec)):
-            if candidate is None:
-                continue
-            try:
-                text = data.decode(candidate)
-            except Exception:
-                continue
-            if candidate == "utf-7" and not text.isascii():  # can yield lone surrogates
-                text = _SURROGATE_RE.sub("\ufffd", text)
-            return text
-    if codec != "utf-8":
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            pass
-    if codec is not None and codec != "ascii":
-        ctx.defect(f"undecodable {label} bytes in {where} replaced")
-        try:
-            return _SURROGATE_RE.sub("\ufffd", data.decode(codec, "replace"))
-        except Exception:
-            pass
-    ctx.defect(f"undecodable bytes in {where} decoded as latin-1")
-    return data.decode("latin-1", "replace")
-
-
-def _header_bytes_to_str(value: bytes, ctx: _Context, name: str) -> str:
-    """Raw header bytes to str: ASCII, UTF-8 (RFC 6532), else latin-1.  NUL bytes are dropped."""
-    if b"\x00" in value:
-        ctx.defect(f"NUL bytes removed from {name} header")
-        value = value.replace(b"\x00", b"")
-    if value.isascii():
-        return value.decode("ascii")
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        ctx.defect(f"non-UTF-8 bytes in {name} header decoded as latin-1")
-        return value.decode("latin-1")
-
-
-# --- transfer encodings ---------------------------------------------------------------------
-
-_B64_STRIP = b" \t\r\n\x0b\x0c"
-_B64_NON_ALPHABET = bytes(
-    b for b in range(256) if not (chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/="))
-)
-_B64_PAD_RE = re.compile(rb"=+")
-_MAX_B64_SEGMENTS = 10_000
-
-
-_UUENCODE_NAMES = frozenset({"x-uuencode", "uuencode", "uue", "x-uue"})
-
-
-def _b64_segment(segment: bytes) -> bytes:
-    extra = len(segment) % 4
-    if extra == 1:  # a lone trailing sextet carries no whole byte
-        segment = segment[:-1]
-    elif extra:
-        segment += b"=" * (4 - extra)
-    return base64.b64decode(segment) if segment else b""
-
-
-def _decode_base64(payload: bytes, ctx: _Context, where: str) -> bytes:
-    first_pad = payload.find(b"=")
-    if first_pad < 0 or not payload[first_pad:].translate(None, b"= \t\r\n"):
-        try:  # fast path: padding (if any) only at the end; line breaks are skipped
-            decoded = binascii.a2b_base64(payload)
-        except (binascii.Error, ValueError):
-            pass
-        else:
-            if decoded or not payload.strip():
-                return decoded
-    # Lenient path: drop junk characters, decode each run between padding separately (some
-    # encoders pad every line), and make do with truncated final quanta.
-    ctx.defect(f"invalid base64 in {where}")
-    cleaned = payload.translate(None, _B64_NON_ALPHABET)
-    segments = _B64_PAD_RE.split(cleaned, _MAX_B64_SEGMENTS)
-    if len(segments) > _MAX_B64_SEGMENTS:  # bounded work: decode the tail as one run
-        segments[-1] = segments[-1].replace(b"=", b"")
-    try:
-        decoded = b"".join(_b64_segment(seg) for seg in segments if seg)
-    except (binascii.Error, ValueError):
-        decoded = b""
-    if not decoded and payload.strip():
-        ctx.defect(f"undecodable base64 in {where}; raw payload kept")
-        return payload
-    return decoded
-
-
-def _decode_uuencode(payload: bytes, ctx: _Context, where: str) -> bytes:
-    out: list[bytes] = []
-    started = False
-    for line in payload.splitlines():
-        if not started:
-            started = line.startswith(b"begin")
-            continue
-        stripped = line.strip()
-        if stripped == b"end":
-            break
-        if not stripped:
-            continue
-        try:
-            out.append(binascii.a2b_uu(line))
-        except binascii.Error:
-            # Some encoders emit garbage padding; decode only the bytes the count promises.
-            nbytes = (((line[0] - 32) & 63) * 4 + 5) // 3
-            try:
-                out.append(binascii.a2b_uu(line[:nbytes]))
-            except binascii.Error:
-                ctx.defect(f"invalid uuencode line in {where}")
-    if not started:
-        ctx.defect(f"uuencode without begin line in {where}; raw payload kept")
-        return payload
-    return b"".join(out)
-
-
-# The transfer encodings parsing undoes (any other leaves the bytes as they are).
-TRANSFER_ENCODINGS = frozenset(
-    {"", "7bit", "8bit", "binary", "base64", "quoted-printable"} | _UUENCODE_NAMES
-)
-
-
-def decode_part(payload: bytes, transfer_encoding: str) -> bytes:
-    """The bytes of a part's encoded body with its transfer encoding undone, as parsing does
-    (see ``ParsedAttachment.span``)."""
-    return _decode_transfer(payload, transfer_encoding, _Context(), "part")
-
-
-def _decode_transfer(payload: bytes, cte: str, ctx: _Context, where: str) -> bytes:
-    if not cte or cte in ("7bit", "8bit", "binary"):
-        return payload
-    if cte == "base64":
-        return _decode_base64(payload, ctx, where)
-    if cte == "quoted-printable":
-        return binascii.a2b_qp(payload)
-    if cte in _UUENCODE_NAMES:
-        return _decode_uuencode(payload, ctx, where)
-    ctx.defect(f"unknown transfer encoding {cte!r} in {where}")
-    return payload
-
-
-# --- encoded words (RFC 2047) ---------------------------------------------------------------
-
-# Lenient: whitespace inside the encoded text is accepted, '?' is not (so matching is linear).
-_EW_RE = re.compile(r"=\?([^?\s]+)\?([bBqQ])\?([^?]*)\?=")
-
-
-def _ew_payload(encoding: str, text: str, ctx: _Context) -> bytes:
-    raw = text.encode("utf-8")
-    if encoding not in "bB":
-        return binascii.a2b_qp(raw, header=True)
-    compact = raw.translate(None, _B64_STRIP)
-    missing = -len(compact) % 4
-    if missing < 3:  # tolerate missing padding
-        try:
-            return base64.b64decode(compact + b"=" * missing, validate=True)
-        except (binascii.Error, ValueError):
-            pass
-    ctx.defect("invalid base64 in encoded word")
-    segments = _B64_PAD_RE.split(compact.translate(None, _B64_NON_ALPHABET))
-    try:
-        return b"".join(_b64_segment(segment) for segment in segments if segment)
-    except (binascii.Error, ValueError):
-        return raw
-
-
-def _decode_words(value: str, ctx: _Context) -> str:
-    """Decode the RFC 2047 encoded words in ``value`` (linear in its length).
-
-    Whitespace between adjacent encoded words is dropped, and the bytes of adjacent words in
-    the same charset are joined before decoding, so multi-byte characters split across words
-    survive.
-    """
-    if "=?" not in value:
-        return value
-    out: list[str] = []
-    pending: list[bytes] = []
-    pending_charset = ""
-    pos = 0
-    for match in _EW_RE.finditer(value):
-        gap = value[pos : match.start()]
-        if not pending or (gap and not gap.isspace()):
-            if pending:
-                out.append(_decode_bytes(b"".join(pending), pending_charset, ctx, "header"))
-                pending = []
-            out.append(gap)
-        charset = _clean_charset(match.group(1))
-        try:
-            data = _ew_payload(match.group(2), match.group(3), ctx)
-        except Exception:
-            data = match.group(0).encode("utf-8", "replace")
-        if pending and charset != pending_charset:
-            out.append(_decode_bytes(b"".join(pending), pending_charset, ctx, "header"))
-            pending = []
-        pending_charset = charset
-        pending.append(data)
-        pos = match.end()
-    if pending:
-        out.append(_decode_bytes(b"".join(pending), pending_charset, ctx, "header"))
-    out.append(value[pos:])
-    return "".join(out)
-
-
-def _one_line(value: str) -> str:
-    """Single-line form of a header value: no CR/LF, no NUL, stripped."""
-    if "\r" in value or "\n" in value:
-        value = value.replace("\r\n", " ").replace("\r", " ").replace("\n", " ")
-    if "\x00" in value:
-        value = value.replace("\x00", "")
-    return value.strip()
-
-
 # --- header blocks --------------------------------------------------------------------------
 
 # One header field with its continuation lines; "\r" before "\n" stays in the value.
@@ -450,7 +142,7 @@ _BLANK_LINE_RE = re.compile(rb"\n\r?\n")
 
 
 def _parse_header_block(
-    data: bytes, start: int, end: int, ctx: _Context, top: bool
+    data: bytes, start: int, end: int, ctx: Context, top: bool
 ) -> tuple[list[tuple[str, bytes]], int]:
     """Read the header block at ``data[start:end]``.
 
@@ -504,7 +196,7 @@ _CONTINUATION_RE = re.compile(r"(\d{1,4})(\*?)")
 _MAX_PARAMS = 1000
 
 
-def _split_params(value: str, ctx: _Context, header: str) -> tuple[str, list[tuple[str, str]]]:
+def _split_params(value: str, ctx: Context, header: str) -> tuple[str, list[tuple[str, str]]]:
     """Split ``type/subtype; a=b; c="d"`` into a lower-cased main value and raw parameters."""
     semi = value.find(";")
     head = value if semi < 0 else value[:semi]
@@ -553,14 +245,14 @@ def _split_params(value: str, ctx: _Context, header: str) -> tuple[str, list[tup
     return main, params
 
 
-def _decode_2231(charset: str, chunks: list[tuple[str, bool]], ctx: _Context, where: str) -> str:
+def _decode_2231(charset: str, chunks: list[tuple[str, bool]], ctx: Context, where: str) -> str:
     data = b"".join(
         unquote_to_bytes(text) if extended else text.encode("utf-8") for text, extended in chunks
     )
-    return _decode_bytes(data, charset or "utf-8", ctx, where)
+    return decode_bytes(data, charset or "utf-8", ctx, where)
 
 
-def _parse_params(value: str, ctx: _Context, header: str) -> tuple[str, dict[str, str]]:
+def _parse_params(value: str, ctx: Context, header: str) -> tuple[str, dict[str, str]]:
     """Parse a Content-Type / Content-Disposition value into ``(main, decoded params)``.
 
     RFC 2231 extended values and continuations win over plain values of the same name;
@@ -586,7 +278,7 @@ def _parse_params(value: str, ctx: _Context, header: str) -> tuple[str, dict[str
             continued.setdefault(base, {}).setdefault(int(match.group(1)), (raw, bool(match[2])))
     params: dict[str, str] = {}
     for base, raw in plain.items():
-        params[base] = _decode_words(raw, ctx) if "=?" in raw else raw
+        params[base] = decode_words(raw, ctx) if "=?" in raw else raw
     for base, raw in extended.items():
         charset, sep1, rest = raw.partition("'")
         _lang, sep2, text = rest.partition("'")
@@ -648,7 +340,7 @@ def _strip_angles(value: str) -> str:
 def _sanitise_filename(name: str) -> str:
     if not name:
         return ""
-    name = _FILENAME_BAD_RE.sub("", _SURROGATE_RE.sub("\ufffd", name))
+    name = _FILENAME_BAD_RE.sub("", SURROGATE_RE.sub("\ufffd", name))
     segments = [seg for seg in name.replace("\\", "/").split("/") if seg.strip()]
     name = segments[-1].strip() if segments else ""
     if name in (".", ".."):
@@ -662,7 +354,7 @@ def _sanitise_filename(name: str) -> str:
     return name
 
 
-def _clean_text(text: str, ctx: _Context, where: str) -> str:
+def _clean_text(text: str, ctx: Context, where: str) -> str:
     """Body text as stored: LF line endings only, no NUL characters."""
     if "\x00" in text:
         ctx.defect(f"NUL characters removed from {where}")
@@ -686,7 +378,7 @@ def _simple_mailboxes(text: str) -> list[tuple[str, str]] | None:
     return pairs
 
 
-def _addresses(values: list[str], ctx: _Context, header: str) -> list[Address]:
+def _addresses(values: list[str], ctx: Context, header: str) -> list[Address]:
     joined = ", ".join(values)
     if len(joined) > MAX_ADDRESS_HEADER_CHARS:
         ctx.defect(f"{header} header too long; truncated")
@@ -706,10 +398,10 @@ def _addresses(values: list[str], ctx: _Context, header: str) -> list[Address]:
         pairs = pairs[:MAX_ADDRESSES]
     result: list[Address] = []
     for raw_name, raw_address in pairs:
-        name = _one_line(_decode_words(raw_name, ctx)) if raw_name else ""
+        name = one_line(decode_words(raw_name, ctx)) if raw_name else ""
         if name:
             name = _WHITESPACE_RE.sub(" ", name)
-        address = _one_line(raw_address).strip("<>")
+        address = one_line(raw_address).strip("<>")
         if address and (_WHITESPACE_RE.search(address) or _FILENAME_BAD_RE.search(address)):
             ctx.defect(f"unparseable address in {header} header")
             rescued = _ADDR_SPEC_RE.search(address)
@@ -725,7 +417,7 @@ def _addresses(values: list[str], ctx: _Context, header: str) -> list[Address]:
     return result
 
 
-def _parse_date(value: str, ctx: _Context) -> datetime | None:
+def _parse_date(value: str, ctx: Context) -> datetime | None:
     value = value.strip()[:256]
     if not value:
         return None
@@ -756,7 +448,7 @@ def _delimiter_pattern(delimiter: bytes) -> re.Pattern[bytes]:
 
 
 def _split_multipart(
-    data: bytes, start: int, end: int, boundary: bytes, limit: int, ctx: _Context, where: str
+    data: bytes, start: int, end: int, boundary: bytes, limit: int, ctx: Context, where: str
 ) -> tuple[list[tuple[int, int]], bool]:
     """Split ``data[start:end]`` at ``--boundary`` lines.  Returns ``(parts, found)``.
 
@@ -835,7 +527,7 @@ class _Part:
     __slots__ = ("content_id", "cte", "ctype", "ctype_params", "disp_params", "disposition")
 
     def __init__(
-        self, headers: list[tuple[str, bytes]], default_type: str, ctx: _Context, where: str
+        self, headers: list[tuple[str, bytes]], default_type: str, ctx: Context, where: str
     ) -> None:
         first: dict[str, bytes] = {}
         for name, value in headers:
@@ -846,7 +538,7 @@ class _Part:
         self.ctype_params: dict[str, str] = {}
         raw_type = first.get("content-type")
         if raw_type is not None:
-            text = _header_bytes_to_str(raw_type, ctx, "Content-Type")
+            text = header_bytes_to_str(raw_type, ctx, "Content-Type")
             main, self.ctype_params = _parse_params(text, ctx, "Content-Type")
             if _CONTENT_TYPE_RE.fullmatch(main):
                 self.ctype = main
@@ -857,14 +549,14 @@ class _Part:
         self.disp_params: dict[str, str] = {}
         raw_disp = first.get("content-disposition")
         if raw_disp is not None:
-            text = _header_bytes_to_str(raw_disp, ctx, "Content-Disposition")
+            text = header_bytes_to_str(raw_disp, ctx, "Content-Disposition")
             self.disposition, self.disp_params = _parse_params(text, ctx, "Content-Disposition")
         raw_cte = first.get("content-transfer-encoding", b"")
         cte = raw_cte.decode("latin-1").strip().strip('"').lower()
         self.cte = cte.split(None, 1)[0].split("(", 1)[0] if cte else ""
         raw_cid = first.get("content-id", b"")
         self.content_id = (
-            _strip_angles(_header_bytes_to_str(raw_cid, ctx, "Content-ID")) if raw_cid else ""
+            _strip_angles(header_bytes_to_str(raw_cid, ctx, "Content-ID")) if raw_cid else ""
         )
 
     @property
@@ -881,7 +573,7 @@ def _walk(
     data: bytes,
     body_start: int,
     headers: list[tuple[str, bytes]],
-    ctx: _Context,
+    ctx: Context,
     *,
     spans: bool = True,
 ) -> tuple[str, str, list[ParsedAttachment]]:
@@ -916,7 +608,7 @@ def _walk(
                     continue
                 if part.cte in ("base64", "quoted-printable"):
                     ctx.defect(f"{part.cte} transfer encoding on {part.ctype} in {where}")
-                    buf = _decode_transfer(buf[start:end], part.cte, ctx, where)
+                    buf = decode_transfer(buf[start:end], part.cte, ctx, where)
                     start, end = 0, len(buf)
                 if _NON_SPACE_RE.search(buf, start, end) is None:
                     ctx.defect(f"empty {part.ctype} in {where}")
@@ -957,19 +649,19 @@ def _walk(
                         (buf, child_start, child_end, None, child_default, depth + 1, part.ctype)
                     )
                 continue
-            content = _decode_transfer(buf[start:end], part.cte, ctx, where)
+            content = decode_transfer(buf[start:end], part.cte, ctx, where)
             is_attachment = part.disposition not in ("", "inline")
             if maintype == "text" and not is_attachment:
                 if subtype == "plain" and text is None:
                     text = _clean_text(
-                        _decode_bytes(content, part.ctype_params.get("charset", ""), ctx, where),
+                        decode_bytes(content, part.ctype_params.get("charset", ""), ctx, where),
                         ctx,
                         f"text/plain body ({where})",
                     )
                     continue
                 if subtype == "html" and html is None:
                     html = _clean_text(
-                        _decode_bytes(content, part.ctype_params.get("charset", ""), ctx, where),
+                        decode_bytes(content, part.ctype_params.get("charset", ""), ctx, where),
                         ctx,
                         f"text/html body ({where})",
                     )
@@ -1010,7 +702,7 @@ def _walk(
 # --- entry point ----------------------------------------------------------------------------
 
 
-def _as_bytes(raw: object, ctx: _Context) -> bytes:
+def _as_bytes(raw: object, ctx: Context) -> bytes:
     if isinstance(raw, bytes):
         return raw
     if isinstance(raw, bytearray | memoryview):
@@ -1025,7 +717,7 @@ def _as_bytes(raw: object, ctx: _Context) -> bytes:
 def parse_message(raw: bytes) -> ParsedMessage:
     """Parse the bytes of one message.  Never raises; problems are listed in ``defects``."""
     result = ParsedMessage()
-    ctx = _Context()
+    ctx = Context()
     try:
         _parse_into(_as_bytes(raw, ctx), result, ctx)
     except Exception as exc:  # last resort; each step below guards itself
@@ -1034,7 +726,7 @@ def parse_message(raw: bytes) -> ParsedMessage:
     return result
 
 
-def _parse_into(data: bytes, result: ParsedMessage, ctx: _Context) -> None:
+def _parse_into(data: bytes, result: ParsedMessage, ctx: Context) -> None:
     if not data.strip():
         ctx.defect("empty message")
         return
@@ -1054,10 +746,10 @@ def _parse_into(data: bytes, result: ParsedMessage, ctx: _Context) -> None:
     subject: str | None = None
     for name, raw_value in raw_headers:
         try:
-            value = _header_bytes_to_str(raw_value, ctx, name)
+            value = header_bytes_to_str(raw_value, ctx, name)
             key = name.lower()
             values.setdefault(key, []).append(value)
-            decoded = _one_line(_decode_words(value, ctx))
+            decoded = one_line(decode_words(value, ctx))
             headers.append((name, decoded))
             if subject is None and key == "subject":
                 subject = decoded
@@ -1106,6 +798,6 @@ def _first_id(value: str) -> str:
     return ids[0] if ids else ""
 
 
-def _first_address(values: list[str], ctx: _Context) -> Address | None:
+def _first_address(values: list[str], ctx: Context) -> Address | None:
     found = _addresses(values, ctx, "From") if values else []
     return found[0] if found else None

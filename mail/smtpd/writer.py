@@ -1,13 +1,13 @@
 """Where the SMTP front door's batches of mail are written: a process of its own, or a thread.
 
-The group commit (``mail.smtp.GroupCommit``) hands each batch to ``pipeline.receive_many`` and
+The group commit (``server.GroupCommit``) hands each batch to ``pipeline.receive_many`` and
 answers every session of the batch when it returns. Two writers do that:
 
 - :class:`ProcessWriter` (``SMTP_WRITER=process``, the smtpd's default on PostgreSQL): one child
   process, spawned when the smtpd starts, with Django set up, runs every batch (rules, store,
   commit, wake-ups; parse and extract too for a message the smtpd did not prepare). The smtpd's
   own process keeps the SMTP sessions and prepares each message of up to 128 KB as its DATA
-  ends (``mail.smtp.PREPARE_IN_SESSION_BYTES``), so the two work on two batches at once. In one
+  ends (``server.PREPARE_IN_SESSION_BYTES``), so the two work on two batches at once. In one
   process the sessions' event loop and the writing thread took turns at the GIL: every socket
   call of either side handed it over (~64 futex calls a message), and a batch waited for the
   loop at each of its dozen database round trips. Measured with the ingest benchmark, simple

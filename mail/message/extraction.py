@@ -10,9 +10,9 @@ few dozen characters around a keyword, so a 100 KB HTML body takes a few millise
 Codes
 =====
 Sources, in reading order: the subject, then the text body, then the HTML body rendered to text
-(``mail.htmltext``). The HTML text is scanned even when a text body exists (text parts are often
-stale or truncated); duplicates are dropped, the first occurrence wins, so ``codes`` is in
-reading order. Headers other than the subject, attachments and URLs are never looked at: every
+(``mail.message.htmltext``). The HTML text is scanned even when a text body exists (text parts
+are often stale or truncated); duplicates are dropped, the first occurrence wins, so ``codes``
+is in reading order. Headers other than the subject, attachments and URLs are never looked at: every
 ``scheme://...`` URL, ``www.`` address and e-mail address is blanked out first. Text is
 NFC-normalised; full-width letters and digits (``８３９２０１``, ``Ｇ-４８２９１３``, common in
 Japanese and Chinese mail) are accepted in candidates and returned in ASCII.

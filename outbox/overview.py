@@ -1,9 +1,10 @@
-"""The dashboard's overview page (``/``), built from the same stats selector as GET /stats.
+"""The dashboard's overview page (``/``), built from the same stats as GET /stats.
 
-The numbers are :func:`mail.stats.workspace_stats` (the /stats body, unchanged); the charts add
-:func:`mail.stats.hourly_received` and :func:`mail.stats.webhook_health`. Charts are drawn on the
-server as inline SVG: this module computes the geometry, the template only places it, and the
-colours come from ``static/css/overview.css`` (the CSP forbids inline styles). Times are UTC.
+The numbers are :func:`outbox.stats.workspace_stats` (the /stats body, unchanged); the charts add
+:func:`mail.selectors.hourly_received` and :func:`webhooks.selectors.webhook_health`. Charts are
+drawn on the server as inline SVG: this module computes the geometry, the template only places
+it, and the colours come from ``static/css/overview.css`` (the CSP forbids inline styles). Times
+are UTC. It lives in outbox, above every app it summarises (see :mod:`outbox.stats`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from django.shortcuts import render
 
 from apikeys.dashboard import current_membership
 from apikeys.models import Workspace
-from mail import stats
+from inboxes import selectors as inbox_selectors
+from mail import selectors as mail_selectors
+from outbox import stats
+from webhooks import selectors as webhook_selectors
 
 HOURS = 72
 
@@ -197,7 +201,7 @@ def outbox_chart(numbers: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def webhook_ring(health: stats.WebhookHealth) -> dict[str, Any]:
+def webhook_ring(health: webhook_selectors.WebhookHealth) -> dict[str, Any]:
     """The success-rate ring: the percentage (rounded down, so 99.6 % never shows as 100 %)."""
     percent = None if health.rate is None else int(health.rate * 100)
     return {
@@ -278,11 +282,13 @@ def overview(request: HttpRequest) -> HttpResponse:
     numbers = stats.workspace_stats(workspace)
     context = {
         "stats": numbers,
-        "mail": mail_chart(stats.hourly_received(workspace, hours=HOURS)),
+        "mail": mail_chart(mail_selectors.hourly_received(workspace, hours=HOURS)),
         "outbox": outbox_chart(numbers),
-        "ring": webhook_ring(stats.webhook_health(workspace)),
+        "ring": webhook_ring(webhook_selectors.webhook_health(workspace)),
         "events": recent_events(workspace, numbers["recent_events"]),
-        "inbox": stats.latest_inbox(workspace) if not numbers["emails"]["total"] else None,
+        "inbox": inbox_selectors.inbox_latest_active(workspace)
+        if not numbers["emails"]["total"]
+        else None,
         "hours": HOURS,
     }
     return render(request, "home.html", context)
