@@ -2,6 +2,8 @@
 
 Such calls run on pooled threads whose connections outlive any request, so nothing of Django's
 request cycle closes broken or expired ones; :func:`release_connections` does it after each call.
+It sets Django's internal ``health_check_done`` flag of a connection (checked, with the pinned
+Django, by ``tests/test_django_internals.py``).
 """
 
 from __future__ import annotations

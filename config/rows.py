@@ -23,6 +23,10 @@ shape and cached:
 Both run on PostgreSQL and on SQLite; ``tests/test_rows.py`` compares them with the ORM row by
 row. Only what the receive path needs: plain concrete fields, no conflict handling, no
 multi-table inheritance, no signals (``bulk_create`` sends none either).
+
+The column converters (``Field.get_col``, ``ops.get_db_converters``), ``ops.bulk_batch_size`` and
+the DB-API cursor under Django's wrapper are Django's internals, as the compiler uses them;
+``tests/test_django_internals.py`` checks them against the pinned Django.
 """
 
 from __future__ import annotations

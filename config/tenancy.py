@@ -24,6 +24,11 @@ application code raises :class:`UnscopedTenantQuery`. Test code itself may inspe
 freely: the caller is the innermost frame of this project, and frames under ``tests/`` are
 allowed. With the guard off (production) nothing is checked: the cost is one attribute read per
 query.
+
+Django has no public hook for "a queryset is evaluated": the guard overrides
+``QuerySet._fetch_all`` and reads ``_result_cache``, and remembers its scope on the ``sql.Query``
+through ``add_q``. ``tests/test_django_internals.py`` checks those internals against the pinned
+Django and fails naming what moved.
 """
 
 from __future__ import annotations

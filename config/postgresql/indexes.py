@@ -5,7 +5,9 @@ included) Django creates a second index, ``<name>_like``, so that ``LIKE 'prefix
 index under a non-C collation. We never match ids or foreign keys with ``LIKE``, so on the tables
 the receive path writes for every message these twins are only a cost: each insert updates them.
 :func:`drop_like_indexes` removes them (and puts them back when the migration is reversed); on
-other databases it does nothing. The names are the ones Django's schema editor gives them.
+other databases it does nothing. The names are the ones Django's schema editor gives them
+(its internal ``_create_index_name``, checked with the pinned Django by
+``tests/test_django_internals.py``).
 """
 
 from __future__ import annotations
