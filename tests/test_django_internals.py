@@ -8,7 +8,9 @@
   Django's wrapper;
 - ``config.db`` (connection hygiene): the health-check flag of a connection;
 - ``config.postgresql.indexes`` (the ``_like`` index twins): the name Django's schema editor
-  gives them.
+  gives them;
+- ``outbox.delivery`` (its SMTP backend and prebuilt message): how Django's SMTP backend hands
+  a message to ``smtplib`` (``EmailBackend._send``), and that ``sendmail`` sends it by ``data``.
 
 Each check fails naming Django's version and what moved, so that an upgrade is read against
 those modules before it ships (the pin in pyproject.toml moves with them)."""
@@ -134,4 +136,21 @@ def test_the_like_index_name_of_config_postgresql_indexes() -> None:
     alter = inspect.getsource(DatabaseSchemaEditor._alter_field)
     assert '[old_field.column], suffix="_like"' in alter, (
         f"{DJANGO}: AlterField finds the _like twin to drop by another name"
+    )
+
+
+def test_the_smtp_backend_path_of_outbox_delivery() -> None:
+    import smtplib
+
+    from django.core.mail.backends.smtp import EmailBackend
+
+    send = inspect.getsource(EmailBackend._send)
+    for step in (
+        "message = email_message.message()",
+        "self.connection.sendmail(",
+        'message.as_bytes(linesep="\\r\\n")',
+    ):
+        assert step in send, f"{DJANGO}: the SMTP backend's _send no longer does {step}"
+    assert "self.data(msg)" in inspect.getsource(smtplib.SMTP.sendmail), (
+        "smtplib.SMTP.sendmail no longer sends the message with self.data"
     )
