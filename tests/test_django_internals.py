@@ -1,19 +1,21 @@
-"""The internals of Django that four small modules rely on, each the one place for its part:
+"""The internals of Django that ``config.django_adapter`` reaches for the modules that call it:
 
-- ``config.tenancy`` (the tenant guard): where a queryset is evaluated (``QuerySet._fetch_all``,
+- the tenant guard (``config.tenancy``): where a queryset is evaluated (``QuerySet._fetch_all``,
   ``_result_cache``), how it is copied (``_chain``), and where every condition arrives
   (``sql.Query.add_q``, a query's attributes travelling with its clones);
-- ``config.rows`` (whole rows without the SQL compiler): a column's converters as the compiler
-  finds them, the backend's batch size, the model options it reads, the DB-API cursor under
-  Django's wrapper;
-- ``config.db`` (connection hygiene): the health-check flag of a connection;
-- ``config.postgresql.indexes`` (the ``_like`` index twins): the name Django's schema editor
+- whole rows without the SQL compiler (``config.rows``): a column's converters as the compiler
+  finds them, the backend's batch size, the DB-API cursor under Django's wrapper (and the model
+  options it reads);
+- connection hygiene (``config.db``): the health-check flag of a connection;
+- the ``_like`` index twins (``config.postgresql.indexes``): the name Django's schema editor
   gives them;
-- ``outbox.delivery`` (its SMTP backend and prebuilt message): how Django's SMTP backend hands
-  a message to ``smtplib`` (``EmailBackend._send``), and that ``sendmail`` sends it by ``data``.
+
+and one more path, in ``outbox.delivery`` (its SMTP backend and prebuilt message): how Django's
+SMTP backend hands a message to ``smtplib`` (``EmailBackend._send``), and that ``sendmail``
+sends it by ``data``.
 
 Each check fails naming Django's version and what moved, so that an upgrade is read against
-those modules before it ships (the pin in pyproject.toml moves with them)."""
+the adapter before it ships (the pin in pyproject.toml moves with it)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import inspect
 from importlib.metadata import version
 
 import django
-from django.db import connections, models
+from django.db import connection, connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
@@ -30,6 +32,7 @@ from django.db.models import sql
 from django.db.models.expressions import Col
 from django.db.models.sql.compiler import SQLCompiler
 
+from config.django_adapter import column_converters
 from config.tenancy import TenantQuerySet
 from mail.models import Email
 
@@ -74,7 +77,9 @@ def test_the_queryset_internals_of_the_tenant_guard() -> None:
     scoped = Email.objects.unscoped()
     assert isinstance(scoped, TenantQuerySet) and scoped.query.tenant_scope == "unscoped"
     assert scoped.filter(subject="x").query.tenant_scope == "unscoped"
-    assert scoped.all()._result_cache is None
+    assert not scoped.all().evaluated
+    # The adapter's own names stay off the managers Django makes from the queryset.
+    assert not hasattr(Email.objects, "copy") and not hasattr(Email.objects, "_before_evaluation")
 
 
 def test_the_column_and_backend_internals_of_config_rows() -> None:
@@ -102,7 +107,7 @@ def test_the_column_and_backend_internals_of_config_rows() -> None:
     opts = Email._meta
     for name in ("concrete_fields", "auto_field", "pk", "db_table"):
         assert hasattr(opts, name), f"{DJANGO}: Options.{name} is gone"
-    column = opts.get_field("subject").get_col(opts.db_table)
+    column, _ = column_converters(opts.get_field("subject"), opts.db_table, connection)
     assert isinstance(column, Col) and column.target.column == "subject"
 
 

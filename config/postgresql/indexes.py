@@ -6,8 +6,7 @@ index under a non-C collation. We never match ids or foreign keys with ``LIKE``,
 the receive path writes for every message these twins are only a cost: each insert updates them.
 :func:`drop_like_indexes` removes them (and puts them back when the migration is reversed); on
 other databases it does nothing. The names are the ones Django's schema editor gives them
-(its internal ``_create_index_name``, checked with the pinned Django by
-``tests/test_django_internals.py``).
+(:func:`config.django_adapter.index_name`).
 """
 
 from __future__ import annotations
@@ -16,6 +15,8 @@ import functools
 from typing import Any
 
 from django.db import migrations
+
+from config.django_adapter import index_name
 
 DROP = "DROP INDEX IF EXISTS {name}"
 CREATE = "CREATE INDEX IF NOT EXISTS {name} ON {table} ({column} varchar_pattern_ops)"
@@ -29,7 +30,7 @@ def _execute(
         return
     quote = schema_editor.quote_name
     for table, column in columns:
-        name = schema_editor._create_index_name(table, [column], suffix="_like")
+        name = index_name(schema_editor, table, column, "_like")
         schema_editor.execute(
             sql.format(name=quote(name), table=quote(table), column=quote(column))
         )
