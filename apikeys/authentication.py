@@ -64,7 +64,7 @@ class WorkspaceSessionAuthentication(SessionAuthentication):
         if result is None:
             return None
         user = result[0]
-        workspace_id = request._request.session.get(SESSION_WORKSPACE_KEY)
+        workspace_id = request.session.get(SESSION_WORKSPACE_KEY)
         principal = principal_for_session(user, workspace_id)
         if principal is None:
             raise Forbidden("Your account is not a member of any workspace.")

@@ -2,11 +2,14 @@
 
 Such calls run on pooled threads whose connections outlive any request, so nothing of Django's
 request cycle closes broken or expired ones; :func:`release_connections` does it after each call.
+The health-check flag of a connection is Django's internal (:mod:`config.django_adapter`).
 """
 
 from __future__ import annotations
 
 import time
+
+from config.django_adapter import health_checked, mark_health_checked
 
 HEALTH_CHECK_SECONDS = 10.0  # a pooled connection is pinged at most this often
 
@@ -25,9 +28,9 @@ def release_connections() -> None:
         if conn.connection is None:
             continue
         checked = getattr(conn, "_pgh_checked_at", 0.0)
-        done = conn.health_check_done
+        done = health_checked(conn)
         conn.close_if_unusable_or_obsolete()
         if conn.connection is not None and done and now - checked < HEALTH_CHECK_SECONDS:
-            conn.health_check_done = True  # checked recently: trust it for the next call
+            mark_health_checked(conn)  # checked recently: trust it for the next call
         elif conn.connection is not None:
             conn._pgh_checked_at = now

@@ -11,6 +11,12 @@ same messages (the layer's own serializer, its group channel names and shards) a
 
 Subscribers are unchanged: web processes subscribe through the layer as before, and a message
 published here is what ``group_send`` would have published.
+
+This module is the one place that uses channels_redis's internals (house style): its shard
+function (``utils._consistent_hash``) and the name its pub/sub layer gives a group's channel
+(``RedisPubSubLoopLayer._get_group_channel_name``). The versions it was written against are
+pinned in ``pyproject.toml``; ``tests/test_channels_redis_internals.py`` checks both and fails
+naming the library, its version and what moved.
 """
 
 from __future__ import annotations

@@ -23,6 +23,9 @@ shape and cached:
 Both run on PostgreSQL and on SQLite; ``tests/test_rows.py`` compares them with the ORM row by
 row. Only what the receive path needs: plain concrete fields, no conflict handling, no
 multi-table inheritance, no signals (``bulk_create`` sends none either).
+
+A column's converters, the backend's batch size and the driver's cursor under Django's wrapper
+are Django's internals: :mod:`config.django_adapter` reaches them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from django.db import connections, models
+
+from config.django_adapter import bulk_batch_size, column_converters, driver_cursor
 
 M = TypeVar("M", bound=models.Model)
 
@@ -59,8 +64,7 @@ def _reader(model: type[models.Model], using: str) -> tuple[str, list[str], list
     table = model._meta.db_table
     converters = []
     for index, field in enumerate(fields):
-        col = field.get_col(table)
-        found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
+        col, found = column_converters(field, table, connection)
         if found:
             converters.append((index, col, found))
     select = ", ".join(f"{_quote(table)}.{_quote(f.column)}" for f in fields)
@@ -151,7 +155,7 @@ def rows_per_statement(model: type[models.Model], rows: int, using: str = "defau
     """How many of ``rows`` rows go in one statement: the database's limit (SQLite's on
     variables; PostgreSQL's on bound parameters, should server-side binding be on)."""
     _, fields = _fields(model)
-    limit = connections[using].ops.bulk_batch_size(fields, [None] * rows)
+    limit = bulk_batch_size(connections[using], fields, rows)
     return max(1, min(limit, MAX_PARAMETERS // max(1, len(fields))))
 
 
@@ -247,7 +251,7 @@ def _copy(
     rows in C; the statement is a few bytes, where an INSERT of a batch of mail is megabytes of
     quoted text that psycopg builds in Python and PostgreSQL parses again."""
     statement, types = _copy_shape(model, connection.alias)
-    with cursor.cursor.copy(statement) as copy:
+    with driver_cursor(cursor).copy(statement) as copy:
         if types is not None:
             copy.set_types(types)
         for obj in objs:

@@ -38,8 +38,6 @@ CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 DATABASES = {
     "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'pigeonhole.sqlite3'}")
 }
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    DATABASES["default"]["ENGINE"] = "config.postgresql"  # Django's, bulk inserts as VALUES rows
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several embedded processes share the file: WAL lets readers and the writer coexist and
     # IMMEDIATE transactions take the write lock up front instead of failing on upgrade.

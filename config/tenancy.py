@@ -24,6 +24,9 @@ application code raises :class:`UnscopedTenantQuery`. Test code itself may inspe
 freely: the caller is the innermost frame of this project, and frames under ``tests/`` are
 allowed. With the guard off (production) nothing is checked: the cost is one attribute read per
 query.
+
+Django has no public hook for "a queryset is evaluated" or "a condition is added": the guard
+builds on :mod:`config.django_adapter`'s queryset and query, which reach Django's internals.
 """
 
 from __future__ import annotations
@@ -38,11 +41,15 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q, sql
 
+from config import django_adapter
+from config.django_adapter import HookedQuery, HookedQuerySet
+
 ROOT = Path(__file__).resolve().parent.parent
 _ROOT = str(ROOT) + "/"
 _ALLOWED_CALLERS = (str(ROOT / "tests") + "/",)
 _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/.venv/", "/lib/python")
 _ADMIN = "/django/contrib/admin/"
+_OWN_FILES = (__file__, django_adapter.__file__)  # never the caller
 _LOOKUPS = {"exact", "in", "iexact"}
 
 
@@ -103,23 +110,22 @@ class Tenancy:
         )
 
 
-class TenantQuery(sql.Query):
+class TenantQuery(HookedQuery):
     """The SQL query of a tenant queryset; it remembers whether a condition scoped it.
 
-    Every condition arrives through ``add_q`` (``filter``, ``get``, related managers and the
-    prefetches Django builds itself), before model instances are reduced to ids, and the flag
-    travels with every clone of the query.
+    Every condition arrives here (``filter``, ``get``, related managers and the prefetches
+    Django builds itself), before model instances are reduced to ids, and the flag travels with
+    every clone of the query.
     """
 
     tenant_scope: str | None = None
 
-    def add_q(self, q_object: Q, *args: Any, **kwargs: Any) -> Any:
-        if self.tenant_scope is None and self.model.tenancy.q_scopes(q_object):
+    def on_condition(self, q: Q) -> None:
+        if self.tenant_scope is None and self.model.tenancy.q_scopes(q):
             self.tenant_scope = "scoped"
-        return super().add_q(q_object, *args, **kwargs)
 
 
-class TenantQuerySet(models.QuerySet):
+class TenantQuerySet(HookedQuerySet):
     """A queryset that knows whether it was scoped to a workspace (see the module docstring)."""
 
     def __init__(
@@ -134,7 +140,7 @@ class TenantQuerySet(models.QuerySet):
     def unscoped(self) -> TenantQuerySet:
         """An explicitly cross-tenant queryset, for the few readers that are cross-tenant by
         design (SMTP recipient lookup, authentication, sweepers, workers, the event hub)."""
-        clone = self._chain()
+        clone = self.copy()
         clone.query.tenant_scope = "unscoped"
         return clone
 
@@ -153,22 +159,20 @@ class TenantQuerySet(models.QuerySet):
                 f"{' or '.join(tenancy.paths + tenancy.parents)}, or say .unscoped()."
             )
 
-    def _fetch_all(self) -> None:
-        if self._result_cache is None:
-            self._check()
-        super()._fetch_all()
+    def _before_evaluation(self) -> None:
+        self._check()
 
     def iterator(self, chunk_size: int | None = None) -> Any:
         self._check()
         return super().iterator(chunk_size=chunk_size)
 
     def count(self) -> int:
-        if self._result_cache is None:
+        if not self.evaluated:
             self._check()
         return super().count()
 
     def exists(self) -> bool:
-        if self._result_cache is None:
+        if not self.evaluated:
             self._check()
         return super().exists()
 
@@ -201,7 +205,7 @@ def _application_caller() -> str | None:
         if (
             caller is None
             and filename.startswith(_ROOT)
-            and filename != __file__
+            and filename not in _OWN_FILES
             and not any(marker in filename[len(_ROOT) - 1 :] for marker in _LIBRARY_MARKERS)
         ):
             if filename.startswith(_ALLOWED_CALLERS):

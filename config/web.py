@@ -16,7 +16,7 @@ the way HTTP servers close on a client that is still sending: our side is shut a
 and what the client still sends is read and dropped for a few seconds, so that its kernel does
 not throw the answer away when it learns that we closed (a reset). daphne's own refusals (a
 header value with control characters, a path that is not ASCII) were an HTML page: the envelope
-too.
+too, and so is a body that claims to be a form but is not one (Twisted no longer parses it).
 
 This module is the one place that uses daphne's and Twisted's internals (house style): the
 versions it was written against are pinned in ``pyproject.toml`` and
@@ -78,7 +78,16 @@ def redacting(action_logger: Callable[[str, str, dict[str, Any]], None]) -> Call
 class Request(WebRequest):
     """daphne's request, whose own error answers are the envelope too: a header value or path
     it refuses (400), and under /api/ an application that failed or timed out (5xx). Elsewhere
-    those stay daphne's HTML page, as Django's handler500 keeps its page outside /api/."""
+    those stay daphne's HTML page, as Django's handler500 keeps its page outside /api/.
+
+    Its body is left to the application: Twisted's ``Request`` parses every POST whose
+    Content-Type is a form (multipart or urlencoded) into ``request.args``, which daphne never
+    reads; a body that was not valid multipart got a bare 400 with no body and no headers (not
+    our envelope), and a large upload was parsed into memory for nothing. Unparsed, the raw body
+    reaches Django, where the API answers 415 ``unsupported_media_type`` in the envelope."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, parsePOSTFormSubmission=False, **kwargs)
 
     def basic_error(self, status: int, status_text: bytes, body: str) -> None:
         if status >= 500 and not self.path.startswith(b"/api/"):

@@ -1,6 +1,5 @@
-"""The database backend: on PostgreSQL, ``config.postgresql`` compiles bulk inserts as
-``VALUES`` rows, not Django 5.2's ``UNNEST`` of column arrays (docs/architecture.md, The receive path; psycopg's
-client-side quoting of the arrays cost the receive path ~8 % of the smtpd's CPU)."""
+"""The database backend: Django's own for each database the URL names (no replaced compiler),
+and a bulk insert stores every row in one statement on either database."""
 
 from __future__ import annotations
 
@@ -13,17 +12,21 @@ from apikeys.models import Workspace
 
 
 @pytest.mark.django_db
-def test_bulk_inserts_are_values_rows() -> None:
+def test_a_bulk_insert_is_one_statement_storing_every_row() -> None:
     with CaptureQueriesContext(connection) as captured:
         Workspace.objects.bulk_create(Workspace(name=f"bulk {n}") for n in range(3))
     inserts = [q["sql"] for q in captured.captured_queries if q["sql"].startswith("INSERT")]
     assert len(inserts) == 1
-    assert "UNNEST" not in inserts[0].upper()
-    assert inserts[0].upper().count("VALUES") == 1
-    assert Workspace.objects.filter(name__startswith="bulk ").count() == 3
+    assert sorted(
+        Workspace.objects.filter(name__startswith="bulk ").values_list("name", flat=True)
+    ) == [
+        "bulk 0",
+        "bulk 1",
+        "bulk 2",
+    ]
 
 
-def test_postgresql_urls_get_our_backend() -> None:
+def test_database_urls_get_djangos_own_backends() -> None:
     engine = settings.DATABASES["default"]["ENGINE"]
-    assert engine in ("config.postgresql", "django.db.backends.sqlite3")
-    assert connection.vendor == ("postgresql" if engine == "config.postgresql" else "sqlite")
+    assert engine in ("django.db.backends.postgresql", "django.db.backends.sqlite3")
+    assert connection.vendor == ("postgresql" if engine.endswith("postgresql") else "sqlite")

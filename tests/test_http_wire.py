@@ -229,6 +229,15 @@ def test_the_internals_config_web_relies_on_are_still_there() -> None:
     assert issubclass(HTTPFactory, http.HTTPFactory)
     # daphne gives each connection its WebRequest, whose error page we replace.
     assert "protocol.requestFactory = WebRequest" in inspect.getsource(HTTPFactory.buildProtocol)
+    # Our Request leaves bodies unparsed through Twisted's own keyword, which daphne passes on.
+    parse_forms = inspect.signature(http.Request.__init__).parameters.get("parsePOSTFormSubmission")
+    assert parse_forms is not None, "twisted.web.http.Request takes no parsePOSTFormSubmission"
+    assert "self._parsePOSTFormSubmission = parsePOSTFormSubmission" in inspect.getsource(
+        http.Request.__init__
+    )
+    assert "and self._parsePOSTFormSubmission" in inspect.getsource(http.Request.requestReceived)
+    assert list(inspect.signature(WebRequest.__init__).parameters) == ["self", "args", "kwargs"]
+    assert "http.Request.__init__(self, *args, **kwargs)" in inspect.getsource(WebRequest.__init__)
     basic_error = inspect.signature(WebRequest.basic_error).parameters
     assert list(basic_error) == ["self", "status", "status_text", "body"]
     assert "self.basic_error(400" in inspect.getsource(WebRequest.process)

@@ -125,7 +125,9 @@ class JsonIn(serializers.Serializer):
         if not isinstance(data, Mapping):
             return super().to_internal_value(data)
         problems = {}
-        for field in self._writable_fields:
+        for field in self.fields.values():
+            if field.read_only:
+                continue
             if field.field_name in data:
                 problem = json_type_problem(field, data[field.field_name])
                 if problem is not None:

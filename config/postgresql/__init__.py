@@ -1,3 +1,2 @@
-"""Django's PostgreSQL backend with bulk inserts as ``VALUES`` rows (see :mod:`.compiler`), and
-the migrations' helper that drops Django's ``varchar_pattern_ops`` index twins (:mod:`.indexes`).
-"""
+"""PostgreSQL helpers for migrations: dropping Django's ``varchar_pattern_ops`` index twins
+(:mod:`.indexes`) and LZ4 compression of large columns (:mod:`.compression`)."""

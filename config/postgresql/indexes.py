@@ -5,7 +5,8 @@ included) Django creates a second index, ``<name>_like``, so that ``LIKE 'prefix
 index under a non-C collation. We never match ids or foreign keys with ``LIKE``, so on the tables
 the receive path writes for every message these twins are only a cost: each insert updates them.
 :func:`drop_like_indexes` removes them (and puts them back when the migration is reversed); on
-other databases it does nothing. The names are the ones Django's schema editor gives them.
+other databases it does nothing. The names are the ones Django's schema editor gives them
+(:func:`config.django_adapter.index_name`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import functools
 from typing import Any
 
 from django.db import migrations
+
+from config.django_adapter import index_name
 
 DROP = "DROP INDEX IF EXISTS {name}"
 CREATE = "CREATE INDEX IF NOT EXISTS {name} ON {table} ({column} varchar_pattern_ops)"
@@ -27,7 +30,7 @@ def _execute(
         return
     quote = schema_editor.quote_name
     for table, column in columns:
-        name = schema_editor._create_index_name(table, [column], suffix="_like")
+        name = index_name(schema_editor, table, column, "_like")
         schema_editor.execute(
             sql.format(name=quote(name), table=quote(table), column=quote(column))
         )

@@ -30,13 +30,14 @@ import time
 from collections import Counter
 from typing import Any
 
-from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session, _AuthMechAttr, syntax
+from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session, syntax
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
+from mail.smtpd.aiosmtpd_adapter import AdaptedSMTP, SessionTemplate
 from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
 logger = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ class Handler:
         self.prepare_here = writer.prepare_before  # see PREPARE_IN_SESSION_BYTES
         self.admitted = AdmittedInboxes()
         self.connections: Counter[str] = Counter()  # open sessions per client IP address
-        self.protocol_state: dict[str, Any] | None = None  # see PigeonholeSMTP._from_template
+        self.protocol_state = SessionTemplate()  # every session after the first is set up from it
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -331,7 +332,7 @@ def _no_control_characters(method: Any) -> Any:
 
     @functools.wraps(method)
     async def checked(self: PigeonholeSMTP, arg: str | None) -> None:
-        line = self._reader.last_line
+        line = self.reader.last_line  # type: ignore[attr-defined]
         body = line[:-2] if line.endswith(b"\r\n") else None
         if body is None or b"\r" in body or b"\n" in body or b"\x00" in body:
             await self.push(BAD_CHARACTERS)
@@ -347,7 +348,7 @@ _SIMPLE_PATH_RE = re.compile(
 )
 
 
-class PigeonholeSMTP(SMTP):
+class PigeonholeSMTP(AdaptedSMTP):
     """aiosmtpd's server, hardened: command lines of at most ``COMMAND_LINE_LIMIT`` bytes,
     DATA read in bounded blocks (:class:`DataReader`), ``501`` for control characters in
     MAIL and RCPT, sessions idle for ``SMTP_IDLE_TIMEOUT`` closed, at most
@@ -356,7 +357,7 @@ class PigeonholeSMTP(SMTP):
 
     line_length_limit = COMMAND_LINE_LIMIT  # aiosmtpd's stream limit: commands only, here
 
-    def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+    def parse_path(self, arg: str) -> tuple[str | None, str | None]:
         """``<local@domain> params`` with a dot-atom local part and a plain domain (nearly every
         MAIL and RCPT) without the email package's header parser, which cost ~7 % of the
         receiver's CPU; anything else (quoted local parts, routes, comments) goes to it. A path
@@ -365,7 +366,7 @@ class PigeonholeSMTP(SMTP):
         simple = _SIMPLE_PATH_RE.match(arg)
         if simple is None:
             try:
-                return super()._getaddr(arg)
+                return super().parse_path(arg)
             except Exception:
                 return None, None
         address = simple.group(1)
@@ -374,41 +375,17 @@ class PigeonholeSMTP(SMTP):
         return address, arg[simple.end() :]
 
     def __init__(self, handler: Handler, **kwargs: Any) -> None:
-        template = handler.protocol_state
-        if template is None:
-            super().__init__(handler, **kwargs)
-            # What aiosmtpd's set-up computed is the same for every session of this handler.
-            handler.protocol_state = dict(self.__dict__)
-        else:
-            self._from_template(template)
-        # The stream aiosmtpd made, replaced by one that remembers the raw command line.
-        asyncio.StreamReaderProtocol.__init__(
-            self,
-            _CommandReader(limit=COMMAND_LINE_LIMIT, loop=self.loop),
-            client_connected_cb=self._cb_client_connected,
-            loop=self.loop,
+        # aiosmtpd's set-up runs for the handler's first session only; every session reads
+        # from a stream that remembers the raw command line.
+        super().__init__(
+            handler,
+            template=handler.protocol_state,
+            reader=lambda loop: _CommandReader(limit=COMMAND_LINE_LIMIT, loop=loop),
+            **kwargs,
         )
         self.connections = handler.connections
         self.client_ip: str | None = None
         self.refused = False
-
-    def _from_template(self, template: dict[str, Any]) -> None:
-        """A new session from the state aiosmtpd's ``__init__`` left on the first one: that
-        ``__init__`` walks the instance and the handler with ``inspect.getmembers`` and
-        ``dir`` and logs, ~5 % of the receiver's CPU with a connection per message. The
-        per-session state is fresh (``None`` in the template, the stream set up by the caller);
-        the command and AUTH methods are bound to this session."""
-        self.__dict__.update(template)
-        self._smtp_methods = {
-            name: getattr(self, f"smtp_{name}") for name in template["_smtp_methods"]
-        }
-        self._auth_methods = {
-            mechanism: _AuthMechAttr(
-                getattr(self, auth.method.__name__) if auth.is_builtin else auth.method,
-                auth.is_builtin,
-            )
-            for mechanism, auth in template["_auth_methods"].items()
-        }
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
@@ -455,25 +432,25 @@ class PigeonholeSMTP(SMTP):
         await self.push("354 End data with <CR><LF>.<CR><LF>")
         data = DataReader(self.data_size_limit, DATA_LINE_LIMIT)
         while True:
-            block = await self._reader.read(DATA_BLOCK)
+            block = await self.reader.read(DATA_BLOCK)
             if not block:  # the client went away mid-message
                 if self.transport is not None:
                     self.transport.close()
                 return
-            self._reset_timeout()  # idle means sending nothing; a long upload is not idle
+            self.restart_idle_timer()  # idle means sending nothing; a long upload is not idle
             rest = data.feed(block)
             if rest is not None:
                 break
         if rest:  # pipelined commands after the end of data: back into the stream
-            self._reader._buffer[:0] = rest  # type: ignore[attr-defined]
+            self.push_back(rest)
         if data.too_much or data.too_long:  # the reply first: push() reads the envelope
             await self.push("552 Error: Too much mail data" if data.too_much else LINE_TOO_LONG)
-            self._set_post_data_state()
+            self.new_envelope()
             return
         content = data.content
         self.envelope.content = self.envelope.original_content = content
-        status = await self._call_handler_hook("DATA")
-        self._set_post_data_state()
+        status = await self.call_hook("DATA")
+        self.new_envelope()
         await self.push("250 OK" if status is MISSING else status)
 
     async def push(self, status: str | bytes) -> None:

@@ -99,7 +99,7 @@ def test_sessions_after_the_first_are_set_up_like_aiosmtpd_sets_them_up() -> Non
     async def run() -> None:
         handler = Handler(ThreadWriter())
         first, second, third = (make_protocol(handler) for _ in range(3))
-        assert handler.protocol_state is not None
+        assert handler.protocol_state.state is not None
         assert set(second.__dict__) == set(first.__dict__) == set(third.__dict__)
         for session in (second, third):
             assert session._smtp_methods.keys() == first._smtp_methods.keys()
