@@ -212,10 +212,21 @@ def _is_live(item: pytest.Item) -> bool:
     return bool(module and _LIVE_MODULE_NAMES & set(vars(module)))
 
 
+def _without_subject_here(item: pytest.Item, embedded: bool, sqlite: bool) -> bool:
+    """Marked ``topology_production`` in the embedded configuration, or ``postgresql`` on
+    SQLite: deselected rather than run as a pass that checked nothing."""
+    if embedded and item.get_closest_marker("topology_production"):
+        return True
+    return sqlite and item.get_closest_marker("postgresql") is not None
+
+
 def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-untyped-def]
     """In the embedded configuration (SQLite, no Redis) the tests marked ``topology_production``
     are deselected: their subject (Celery workers, a Redis broker, several web processes) does
-    not exist there. Every other test runs in both configurations."""
+    not exist there; on SQLite so are those marked ``postgresql`` (TOAST compression, binary
+    COPY). Every other test runs in both configurations."""
+    from django.conf import settings
+
     from tests.live import embedded
 
     for item in items:  # the browser tests, by the fixture they all use
@@ -223,11 +234,12 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
             item.add_marker(pytest.mark.browser)
         if _is_live(item):
             item.add_marker(pytest.mark.live)
-    if not embedded():
+    sqlite = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+    if not (embedded() or sqlite):
         return
     keep, drop = [], []
     for item in items:
-        (drop if item.get_closest_marker("topology_production") else keep).append(item)
+        (drop if _without_subject_here(item, embedded(), sqlite) else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -238,7 +250,8 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     if _NOT_EMBEDDED:
         terminalreporter.section("embedded configuration")
         terminalreporter.write_line(
-            f"{len(_NOT_EMBEDDED)} tests of the production topology deselected (docs/testing.md):"
+            f"{len(_NOT_EMBEDDED)} tests of the production topology or of PostgreSQL "
+            "deselected (docs/testing.md):"
         )
         for nodeid in _NOT_EMBEDDED:
             terminalreporter.write_line(f"  {nodeid}")

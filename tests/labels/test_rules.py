@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
 
-from labels.rules import Facts, evaluate, validate
+from labels.rules import Facts, Match, evaluate, validate
 
 FACTS = Facts(
     from_address="billing@mail.stripe.com",
@@ -136,12 +139,39 @@ def test_validation_paths(rules: object, paths: list[str]) -> None:
     assert [issue["path"] for issue in issues] == paths
 
 
-@pytest.mark.parametrize("pattern", [r"(x+x+)+y", r"(a|aa)+$", r"^(\w+\s?)*!$"])
-def test_catastrophic_regex_is_bounded(pattern: str) -> None:
+# Each pattern backtracks exponentially on its slow text (a run unbounded would outlast the test
+# run by far) and matches its quick text at once.
+CATASTROPHIC = [
+    pytest.param(r"(x+x+)+y", "x" * 3000, "xxxy", id="nested-plus"),
+    pytest.param(r"(a|aa)+$", "a" * 5000 + "b", "aaaa", id="overlapping-alternatives"),
+    pytest.param(r"^(\w+\s?)*!$", "a" * 5000 + "!a", "hello world!", id="words-then-bang"),
+]
+HANG = 30  # seconds: a search that has not ended by then is unbounded (the limit is 50 ms)
+
+
+def _evaluate_or_fail(rules: dict, facts: Facts) -> Match:
+    """``evaluate`` in a thread, so that an unbounded search fails the test instead of hanging
+    it (``regex`` releases the GIL while it matches, so the join's timeout is honoured)."""
+    results: list[Match] = []
+    worker = threading.Thread(target=lambda: results.append(evaluate(rules, facts)), daemon=True)
+    worker.start()
+    worker.join(HANG)
+    assert not worker.is_alive(), f"the regex condition still ran after {HANG} s: not bounded"
+    return results[0]
+
+
+@pytest.mark.parametrize(("pattern", "slow", "quick"), CATASTROPHIC)
+def test_catastrophic_regex_is_bounded(
+    pattern: str, slow: str, quick: str, caplog: pytest.LogCaptureFixture
+) -> None:
     rules, issues = validate(rule("text", "regex", pattern))
     assert issues == []
-    body = ("x" * 3000) if "x" in pattern else ("a" * 5000 + "b")
-    result = evaluate(rules, Facts(text=body * 100))  # a large body: cut to 100 KB, then bounded
+    caplog.set_level(logging.WARNING, logger="pigeonhole.patterns")
+    result = _evaluate_or_fail(rules, Facts(text=slow * 100))  # 100 KB are looked at
     assert result.matched is False  # a timed-out condition does not match
-    if result.notes:
-        assert result.notes == ["regex timed out on text"]
+    assert result.notes == ["regex timed out on text"]
+    assert f"pattern {pattern!r} timed out after" in caplog.text
+    # The bound stops slow searches only: the same condition still matches what it describes.
+    matched = _evaluate_or_fail(rules, Facts(text=quick))
+    assert matched.matched is True and matched.notes == []
+    assert matched.reason == f'text regex "{pattern}"'

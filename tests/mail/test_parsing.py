@@ -772,10 +772,75 @@ def test_accepts_bytearray_and_memoryview() -> None:
 # --- spans: where an attachment's encoded bytes lie in the raw message ------------------------
 
 
-@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.eml")), ids=lambda p: p.name)
-def test_every_fixture_attachment_span_gives_its_bytes_again(path: Path) -> None:
-    raw = path.read_bytes()
-    for attachment in parse_message(raw).attachments:
+# Every fixture's attachments, exactly: (filename, content type, decoded size). A fixture without
+# any says so here too, so that parsing one out of its body fails.
+FIXTURE_ATTACHMENTS: dict[str, list[tuple[str, str, int]]] = {
+    "8bit_utf8.eml": [],
+    "alternative.eml": [],
+    "attachments.eml": [
+        ("invoice-2024-0042.pdf", "application/pdf", 440),
+        ("chart.png", "image/png", 73),
+    ],
+    "bare_lf.eml": [],
+    "base64_utf8.eml": [],
+    "duplicate_boundary.eml": [("rows.csv", "text/csv", 8)],
+    "empty.eml": [],
+    "encoded_words.eml": [],
+    "headers_only.eml": [],
+    "latin1_qp.eml": [],
+    "many_recipients.eml": [],
+    "missing_boundary.eml": [("data.bin", "application/octet-stream", 5)],
+    "nested_multipart.eml": [
+        ("", "image/png", 73),
+        ("archive.zip", "application/zip", 22),
+        ("", "text/plain", 26),
+    ],
+    "no_headers.eml": [],
+    "nul_bytes.eml": [("raw.bin", "application/octet-stream", 5)],
+    "plain_ascii.eml": [],
+    "related_inline_image.eml": [
+        ("logo.png", "image/png", 70),
+        ("", "image/png", 73),
+        ("referenced.png", "image/png", 73),
+    ],
+    "reply.eml": [],
+    "rfc2231_filename.eml": [
+        ("€ rates 2024.pdf", "application/pdf", 440),
+        ("Grüße an alle Kollegen.txt", "text/plain", 6),
+        (
+            "Отчёт.docx",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            10,
+        ),
+        ("job.sh", "application/octet-stream", 10),
+    ],
+    "rfc822_attachment.eml": [
+        ("message.eml", "message/rfc822", 466),
+        ("second.eml", "message/rfc822", 47),
+    ],
+    "truncated_base64.eml": [("cut.pdf", "application/pdf", 75)],
+    "unknown_charset.eml": [],
+}
+WITH_ATTACHMENTS = [name for name, expected in FIXTURE_ATTACHMENTS.items() if expected]
+
+
+def test_the_attachment_table_covers_every_fixture() -> None:
+    assert sorted(FIXTURE_ATTACHMENTS) == sorted(p.name for p in FIXTURES.glob("*.eml"))
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURE_ATTACHMENTS))
+def test_every_fixture_has_exactly_its_attachments(name: str) -> None:
+    attachments = parse_fixture(name).attachments
+    found = [(a.filename, a.content_type, len(a.content)) for a in attachments]
+    assert found == FIXTURE_ATTACHMENTS[name]
+
+
+@pytest.mark.parametrize("name", WITH_ATTACHMENTS)
+def test_every_fixture_attachment_span_gives_its_bytes_again(name: str) -> None:
+    raw = (FIXTURES / name).read_bytes()
+    attachments = parse_message(raw).attachments
+    assert len(attachments) == len(FIXTURE_ATTACHMENTS[name])
+    for attachment in attachments:
         assert attachment.span is not None
         start, end = attachment.span
         assert decode_part(raw[start:end], attachment.transfer_encoding) == attachment.content

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from email.header import Header
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mail.message.parsing import (
@@ -231,8 +231,7 @@ def test_text_bodies_round_trip(text: str, charset: str, cte: str, multipart: bo
     ).encode() + body
     if multipart:
         boundary = b"=_b0undary_=.7f3a"  # cannot occur in base64/qp output or in our alphabet
-        if cte == "binary" and boundary in body:
-            return
+        assume(not (cte == "binary" and boundary in body))  # not a valid multipart, drawn again
         raw = (
             b'Content-Type: multipart/mixed; boundary="'
             + boundary

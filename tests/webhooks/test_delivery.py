@@ -164,12 +164,13 @@ def test_retry_on_schedule_then_success(api: Api, receiver: Receiver, workspace:
     hook = endpoint(api, receiver, events=["inbox.created"])
     receiver.script = [(500, 0.0), (200, 0.0)]
     inbox_services.inbox_create(workspace=workspace, local_part="retry")
-    before = timezone.now()
     assert deliver_due() == 1
     delivery = Delivery.objects.get()
     assert delivery.status == "retrying" and delivery.attempt_count == 1
-    wait = (delivery.next_attempt_at - before).total_seconds()
-    assert 0.85 <= wait <= 1.25  # the first step of the schedule, with ±10 % jitter
+    first = delivery.attempts.get()
+    failed_at = first.at + timedelta(milliseconds=first.duration_ms)
+    wait = (delivery.next_attempt_at - failed_at).total_seconds()
+    assert 0.9 <= wait <= 1.1  # from the failure: the schedule's first step, 1 s ± 10 % jitter
     assert deliver_due() == 0  # not due yet
     with time_machine.travel(timezone.now() + timedelta(seconds=2), tick=True):
         assert deliver_due() == 1

@@ -712,10 +712,11 @@ def test_hostile_names_are_text_in_every_list(
         message = page.get_by_role("region", name="The message").locator(".meta")
         assert text_of(hostile.name) in text_of(message.inner_text())
         assert_page_clean(page, watch, f"approval item {item.pk}")
+        # The outgoing HTML part as recipients see it (each item has one): sanitised, no images.
         preview = page.locator("iframe[data-part-html]")
-        if preview.count():  # the outgoing HTML part as recipients see it: sanitised, no images
-            frame = preview.element_handle().content_frame()
-            assert body_violations(frame, False) == [], f"approval item {item.pk} preview"
+        expect(preview).to_have_count(1)
+        frame = preview.element_handle().content_frame()
+        assert body_violations(frame, False) == [], f"approval item {item.pk} preview"
     assert text_of(page.locator("[data-note]").inner_text()) == text_of(rejected.decision_note)
     page.goto("/approvals/history/")
     row = page.locator("tr", has=page.locator(f'a[href="/approvals/{rejected.pk}/"]'))
