@@ -9,7 +9,8 @@ other address is refused as ``ConnectionRefusedError``). The product's code runs
 simply meets a network in which every outside host is unreachable. Each refusal is counted in
 ``GUARD_LOG`` (one line per refused connect), so the test can report that none got through.
 
-Run as ``python -m tests.security.schema_server <daphne arguments>``, or in embedded mode as
+Run as ``python -m tests.security.schema_server <daphne arguments>`` (the web process as the
+Procfile starts it, ``config.web``), or in embedded mode as
 ``python -m tests.security.schema_server serve <manage.py serve arguments>``.
 """
 
@@ -93,8 +94,8 @@ if __name__ == "__main__":
         from django.core.management import execute_from_command_line
 
         execute_from_command_line(["manage.py", *sys.argv[1:]])
-    else:
-        from daphne.cli import CommandLineInterface
+    else:  # the Procfile's web process: daphne through config.web (its request and channel)
+        from config.web import WebCommandLine
 
         sys.argv[0] = "daphne"
-        CommandLineInterface.entrypoint()
+        WebCommandLine.entrypoint()
