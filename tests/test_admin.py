@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from apikeys import services as key_services
 from apikeys.models import ApiKey, Invitation, Membership, Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Domain, Inbox
 from labels.models import EmailLabel, Label, LabelFeedback
@@ -25,7 +26,7 @@ from outbox.models import OutboxItem
 from tests.factories import UserFactory
 from tests.mail.messages import PDF, message
 from webhooks import services as webhook_services
-from webhooks.models import Attempt, Delivery, Endpoint, Event
+from webhooks.models import Attempt, Delivery, Endpoint
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from apikeys.models import Workspace
 from config.api.errors import ValidationFailed
 from webhooks.exceptions import DeliveryNotFound, EndpointNotFound, UnknownLabelKey
-from webhooks.models import Attempt, Delivery, Endpoint, Event
+from webhooks.models import Attempt, Delivery, Endpoint
 
 
 def endpoint_list(workspace: Workspace) -> QuerySet[Endpoint]:
@@ -155,8 +155,3 @@ def webhook_health(
     attempted = total - by_status["pending"]
     rate = by_status["succeeded"] / attempted if attempted else None
     return WebhookHealth(by_status=by_status, total=total, attempted=attempted, rate=rate)
-
-
-def event_recent(workspace: Workspace, limit: int) -> list[Event]:
-    """The workspace's newest ``limit`` events, newest first (the ``(workspace_id, -id)`` index)."""
-    return list(Event.objects.filter(workspace_id=workspace.pk).order_by("-id")[:limit])
