@@ -131,6 +131,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "apikeys.context_processors.workspace",
+                "outbox.context_processors.pending_approvals",
             ]
         },
     }
