@@ -30,7 +30,7 @@ from webhooks.models import Attempt, Delivery, Endpoint
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = ("apikeys", "inboxes", "mail", "labels", "outbox", "webhooks")
+OUR_APPS = ("events", "apikeys", "inboxes", "mail", "labels", "outbox", "webhooks")
 RAW_MARKER = "X-Only-In-The-Raw-Bytes"
 OUTBOX_RAW_MARKER = b"outbox-raw-bytes-never-shown"
 

@@ -202,7 +202,7 @@ def test_every_workspace_owned_model_is_guarded() -> None:
         m
         for m in apps.get_models()
         if m.__module__.split(".")[0]
-        in {"apikeys", "inboxes", "mail", "labels", "outbox", "webhooks"}
+        in {"events", "apikeys", "inboxes", "mail", "labels", "outbox", "webhooks"}
     ]
     assert {m.__name__ for m in project if m not in guarded} == {"Workspace"}
     for model in guarded:
