@@ -30,7 +30,16 @@ from apikeys.authentication import principal_for_scope
 from apikeys.principal import Principal
 from apikeys.throttling import Lease, aclose_slot, hit, open_slot
 from apikeys.watch import key_watch
-from config.api.asgi import Receive, Send, db_call, query_pairs, send_empty, send_error, send_json
+from config.api.asgi import (
+    Receive,
+    Send,
+    db_call,
+    header,
+    query_pairs,
+    send_empty,
+    send_error,
+    send_json,
+)
 from config.api.errors import ApiError, InsufficientScope, RateLimited, to_api_error
 from config.api.query import validate_query
 from config.patterns import Budget, InvalidPattern, UserPattern, compile_user_pattern
@@ -338,8 +347,6 @@ def _last_event_id(scope: dict[str, Any], query: dict[str, Any]) -> int | None:
     """Where to resume: the ``Last-Event-ID`` header (what EventSource sends back; a value that
     is not an event id of ours is ignored, as the SSE standard expects), else the validated
     ``last_event_id`` parameter."""
-    from config.api.asgi import header
-
     raw = (header(scope, "last-event-id") or "").strip()
     if raw.isascii() and raw.isdigit():
         return int(raw)

@@ -274,7 +274,7 @@ def decide(
 
 def queue(item_id: str, countdown: float | None = None) -> None:
     """Hands delivery to a worker; in embedded mode (eager tasks) it runs right away."""
-    from outbox.tasks import deliver
+    from outbox.tasks import deliver  # local: outbox.tasks imports this module (a Celery cycle)
 
     try:
         deliver.apply_async((item_id,), countdown=countdown)

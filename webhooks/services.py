@@ -171,7 +171,7 @@ def queue(delivery_id: str, countdown: float | None = None) -> None:
     """Hands the delivery to a worker. Embedded mode (eager tasks) leaves it to the sweeper,
     so an HTTP call never runs inside the request or SMTP transaction that caused it."""
     from config.celery import app
-    from webhooks.tasks import deliver
+    from webhooks.tasks import deliver  # local: webhooks.tasks imports this module (Celery cycle)
 
     if app.conf.task_always_eager:
         return
