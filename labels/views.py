@@ -19,6 +19,7 @@ from config.api.errors import ApiError, NotFound
 from labels import selectors, services
 from labels.forms import RULE_EXAMPLE_JSON, LabelForm, rule_summary, rules_text
 from labels.models import Label
+from mail import selectors as mail_selectors
 
 MANAGERS = (Role.OWNER, Role.ADMIN)
 
@@ -62,7 +63,7 @@ def _editor(
         "label": label,
         "manages": manages,
         "rule_example": RULE_EXAMPLE_JSON,
-        "recent_emails": selectors.recent_emails(membership.workspace),
+        "recent_emails": mail_selectors.recent_emails(membership.workspace),
         "classifier_enabled": membership.workspace.classifier_enabled,
     }
     return render(request, "labels/edit.html", context, status=status)

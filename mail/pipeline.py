@@ -29,6 +29,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from config.rows import bulk_insert
+from events import services as events
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
 from inboxes.addresses import canonical_address, sender_allowed, split_address
@@ -41,7 +42,6 @@ from mail.message.extraction import extract
 from mail.message.htmltext import make_preview
 from mail.message.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from mail.models import Attachment, Email, RawMessage
-from webhooks import events
 
 logger = logging.getLogger(__name__)
 

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.db.models import F
 
+from events import services as events
 from inboxes.models import Inbox
 from labels import selectors as label_selectors
 from labels import services as label_services
 from labels.classifier.base import EmailFacts
 from mail.models import Email
-from webhooks import events
 
 
 def _set_read(email: Email, read: bool) -> bool:

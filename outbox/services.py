@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import random
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +20,8 @@ from django.utils import timezone
 from apikeys.models import ApiKey, Membership
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
+from events import services as events
+from events.models import Event
 from inboxes.models import ForwardSetter, Inbox
 from mail.models import Email, RawMessage
 from outbox import delivery as transport
@@ -27,7 +30,6 @@ from outbox.exceptions import InvalidState
 from outbox.models import Delivery, Kind, OutboxItem, Status
 from outbox.parts import text_as_html
 from outbox.selectors import delivery_record
-from webhooks import events
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,11 @@ def outbound_record(item: OutboxItem) -> dict[str, Any]:
     }
 
 
+def outbox_group(item_id: str) -> str:
+    """The channel-layer group of the waiters on one outbox item (``outbox.realtime``)."""
+    return f"outbox.{item_id}"
+
+
 def _emit(item: OutboxItem, event_type: str) -> None:
     events.emit(
         workspace_id=item.workspace_id,
@@ -88,6 +95,7 @@ def _emit(item: OutboxItem, event_type: str) -> None:
             "outbound": outbound_record(item),
             "inbox": {"id": item.inbox_id, "address": item.inbox.address},
         },
+        wake=[outbox_group(item.pk)],  # and the waiters on the item (``?wait=``)
     )
 
 
@@ -266,7 +274,7 @@ def decide(
 
 def queue(item_id: str, countdown: float | None = None) -> None:
     """Hands delivery to a worker; in embedded mode (eager tasks) it runs right away."""
-    from outbox.tasks import deliver
+    from outbox.tasks import deliver  # local: outbox.tasks imports this module (a Celery cycle)
 
     try:
         deliver.apply_async((item_id,), countdown=countdown)
@@ -508,11 +516,15 @@ def forward(*, inbox: Inbox, email: Email, raw: bytes) -> OutboxItem | None:
     return item
 
 
-@events.on_record
-def forward_received(event: Any) -> None:
-    """In the transaction of ``email.received``: the copy for the inbox's ``forward_to``."""
-    if event.type != events.EMAIL_RECEIVED:
-        return
+def forward_received(records: Sequence[Event]) -> None:
+    """In the transaction of ``email.received``: the copy for the inbox's ``forward_to``
+    (an ``events.on_record`` hook that emits, registered by ``OutboxConfig.ready``)."""
+    for event in records:
+        if event.type == events.EMAIL_RECEIVED:
+            _forward_received(event)
+
+
+def _forward_received(event: Event) -> None:
     inbox = getattr(event, "hints", {}).get("inbox")
     if inbox is None:
         inbox = (

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline
@@ -22,7 +23,6 @@ from mail.smtpd.writer import ThreadWriter
 from tests.conftest import SmtpServer
 from tests.dns_server import verified_domain
 from tests.mail.messages import message
-from webhooks.models import Event
 
 
 def _incoming(to: list[str], subject: str, sender: str = "a@shop.example") -> pipeline.Incoming:
