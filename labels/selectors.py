@@ -12,7 +12,7 @@ from apikeys.models import Workspace
 from config.api.errors import NotFound
 from config.rows import placeholders, select_rows
 from labels import rules as rules_engine
-from labels.classifier.base import EmailFacts, Example
+from labels.classifier.base import EmailFacts, Example, facts_of
 from labels.exceptions import UnknownLabel
 from labels.models import EmailLabel, Label, LabelFeedback
 
@@ -124,12 +124,7 @@ def stored_email_facts(
         headers=[tuple(h) for h in email.headers],
         attachment_names=names,
     )
-    return rule_facts, EmailFacts(
-        from_address=email.from_address,
-        from_name=email.from_name,
-        subject=email.subject,
-        text=email.plain_text,
-    )
+    return rule_facts, facts_of(email)
 
 
 def label_list_with_counts(workspace: Workspace) -> QuerySet[Label]:
