@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from config.api.timestamps import iso
 from config.rows import bulk_insert
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
@@ -176,7 +177,7 @@ def email_event_data(inbox: Inbox, email: Email, labels: list[dict]) -> dict:
                 "code": email.extracted.get("code"),
                 "link": email.extracted.get("link"),
             },
-            "received_at": email.received_at.isoformat().replace("+00:00", "Z"),
+            "received_at": iso(email.received_at),
         },
     }
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 from apikeys.models import ApiKey, Membership
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
+from config.api.timestamps import iso
 from inboxes.models import ForwardSetter, Inbox
 from mail.models import Email, RawMessage
 from outbox import delivery as transport
@@ -49,10 +50,6 @@ INTERRUPTED_HANDOVER = (
 )
 
 
-def _iso(moment: Any) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
-
-
 def outbound_record(item: OutboxItem) -> dict[str, Any]:
     """The item as the API and the ``outbound.*`` events show it."""
     return {
@@ -71,10 +68,10 @@ def outbound_record(item: OutboxItem) -> dict[str, Any]:
         "approval_required": item.approval_required,
         "decided_by": (item.decided_by.get_username() if item.decided_by_id else None),
         "decision_note": item.decision_note,
-        "decided_at": _iso(item.decided_at),
+        "decided_at": iso(item.decided_at),
         "message_id": item.message_id,
-        "created_at": _iso(item.created_at),
-        "sent_at": _iso(item.sent_at),
+        "created_at": iso(item.created_at),
+        "sent_at": iso(item.sent_at),
         "delivery": delivery_record(item),
     }
 
@@ -368,7 +365,7 @@ def _record_attempt(
     now = timezone.now()
     item.attempts += 1
     item.leased_until = item.handover_at = None
-    entry: dict[str, Any] = {"at": _iso(now), "reply": None, "error": None}
+    entry: dict[str, Any] = {"at": iso(now), "reply": None, "error": None}
     if failure is None:
         item.delivery, item.next_attempt_at = state, None
         item.error = "; ".join(notes)
