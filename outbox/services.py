@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apikeys.models import ApiKey, Membership
+from apikeys.models import ApiKey, Membership, role_may
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
 from config.api.timestamps import iso
@@ -207,7 +207,7 @@ def decide(
     What is approved is what goes out: an edited text replaces the HTML part, if there is one,
     with :func:`outbox.parts.text_as_html` of the edited text (the approval page says so before
     the click), and a forwarded copy, sent as received, takes no edits."""
-    if role not in ("owner", "admin"):
+    if not role_may(role, "admin"):
         raise Forbidden("Only an owner or an admin may decide.")
     now = timezone.now()
     with transaction.atomic():
