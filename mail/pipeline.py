@@ -6,7 +6,7 @@ attachments in one transaction, and emits the events. ``receive_many`` does the 
 of messages in one transaction (the SMTP front door's group commit); ``receive`` is a batch of
 one. It never raises on message content: a
 message that cannot be fully parsed is stored with what could be read, its defects noted and its
-raw bytes kept. It returns one :class:`Delivery` per recipient so the SMTP front door can answer.
+raw bytes kept. It returns one :class:`Receipt` per recipient so the SMTP front door can answer.
 
 Order on receipt: store, extract, rules (in the receive transaction), then either
 ``email.received`` at once or — when the workspace has classifier labels — the classifier in a
@@ -68,7 +68,9 @@ TOO_LARGE = Refusal(552, "5.3.4", "Message too big")
 
 
 @dataclass(frozen=True)
-class Delivery:
+class Receipt:
+    """What became of a message for one recipient: the email it is stored as, or the refusal."""
+
     recipient: str
     email_id: str | None = None
     inbox_id: str | None = None
@@ -263,13 +265,13 @@ def receive(
     rcpt_tos: Sequence[str],
     received_at: datetime | None = None,
     admitted: Mapping[str, str] | None = None,
-) -> list[Delivery]:
-    """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient."""
+) -> list[Receipt]:
+    """Delivers ``raw`` to every recipient's inbox; one :class:`Receipt` per recipient."""
     return receive_many([Incoming(raw, mail_from, rcpt_tos, received_at, admitted)])[0]
 
 
-def receive_many(messages: Sequence[Incoming]) -> list[list[Delivery]]:
-    """Delivers a batch of messages in one transaction; per message, one :class:`Delivery`
+def receive_many(messages: Sequence[Incoming]) -> list[list[Receipt]]:
+    """Delivers a batch of messages in one transaction; per message, one :class:`Receipt`
     per recipient.
 
     The SMTP front door stores the messages that arrive together as one batch (group commit):
@@ -304,7 +306,7 @@ class _Batch:
         self.copies: list[_Copy] = []
         self.targets: list[list[tuple[str, str | None]]] = []  # per message: (recipient, inbox)
 
-    def store(self) -> list[list[Delivery]]:
+    def store(self) -> list[list[Receipt]]:
         inboxes = self._lock_inboxes()
         enabled = self._enabled_labels({inbox.workspace_id for inbox in inboxes.values()})
         counts = {pk: inbox.email_count for pk, inbox in inboxes.items()}
@@ -373,29 +375,29 @@ class _Batch:
         inboxes: dict[str, Inbox],
         enabled: dict[str, list[Label]],
         counts: dict[str, int],
-    ) -> list[Delivery]:
+    ) -> list[Receipt]:
         if prepared is None:
-            return [Delivery(recipient=r, refusal=TOO_LARGE) for r in message.rcpt_tos]
-        deliveries: list[Delivery] = []
+            return [Receipt(recipient=r, refusal=TOO_LARGE) for r in message.rcpt_tos]
+        receipts: list[Receipt] = []
         stored_in: dict[str, str] = {}  # inbox id -> email id: one copy per inbox
         for recipient, inbox_id in targets:
             inbox = inboxes.get(inbox_id or "")
             if inbox is None:
-                deliveries.append(Delivery(recipient=recipient, refusal=NO_SUCH_INBOX))
+                receipts.append(Receipt(recipient=recipient, refusal=NO_SUCH_INBOX))
                 continue
             if inbox.pk in stored_in:
-                deliveries.append(Delivery(recipient, stored_in[inbox.pk], inbox.pk))
+                receipts.append(Receipt(recipient, stored_in[inbox.pk], inbox.pk))
                 continue
             refusal = self._refusal(inbox, prepared, counts)
             if refusal is not None:
                 self.changes.append(_rejected(inbox, prepared.sender, refusal))
-                deliveries.append(Delivery(recipient, inbox_id=inbox.pk, refusal=refusal))
+                receipts.append(Receipt(recipient, inbox_id=inbox.pk, refusal=refusal))
                 continue
             copy = self._copy(inbox, prepared, message, recipient, enabled[inbox.workspace_id])
             counts[inbox.pk] += 1
             stored_in[inbox.pk] = copy.email.pk
-            deliveries.append(Delivery(recipient, email_id=copy.email.pk, inbox_id=inbox.pk))
-        return deliveries
+            receipts.append(Receipt(recipient, email_id=copy.email.pk, inbox_id=inbox.pk))
+        return receipts
 
     @staticmethod
     def _refusal(inbox: Inbox, prepared: _Prepared, counts: dict[str, int]) -> Refusal | None:
@@ -607,6 +609,6 @@ def _labeled(inbox: Inbox, email: Email, labels: Sequence[dict]) -> events.Chang
     )
 
 
-def receive_one(raw: bytes, *, to: str, mail_from: str = "") -> Delivery:
+def receive_one(raw: bytes, *, to: str, mail_from: str = "") -> Receipt:
     """Convenience for one recipient (internal delivery, tests)."""
     return receive(raw, mail_from=mail_from, rcpt_tos=[to])[0]

@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from apikeys.models import Workspace
 from config.api.timestamps import iso
 from outbox.exceptions import OutboxNotFound
-from outbox.models import DELIVERY_STATE, Delivery, OutboxItem, Status
+from outbox.models import DELIVERY_STATE, DeliveryState, OutboxItem, Status
 from outbox.parts import OutgoingParts, outgoing_parts
 
 DELIVERY_BY_STATE = {name: value for value, name in DELIVERY_STATE.items()}
@@ -25,7 +25,7 @@ def delivery_record(item: OutboxItem) -> dict[str, Any]:
         "attempts": list(item.attempt_log or []),
         "next_attempt_at": (
             iso(item.next_attempt_at)
-            if item.delivery in (Delivery.QUEUED, Delivery.RETRYING)
+            if item.delivery in (DeliveryState.QUEUED, DeliveryState.RETRYING)
             else None
         ),
         "reply": item.relay_reply or None,

@@ -25,7 +25,7 @@ from mail.models import Email, RawMessage
 from outbox import delivery as transport
 from outbox import mime
 from outbox.exceptions import InvalidState
-from outbox.models import Delivery, Kind, OutboxItem, Status
+from outbox.models import DeliveryState, Kind, OutboxItem, Status
 from outbox.parts import text_as_html
 from outbox.selectors import delivery_record
 from webhooks import events
@@ -113,7 +113,7 @@ def _mark_sent(item: OutboxItem) -> None:
     """Approved or needing no approval: the message goes to delivery (after commit)."""
     item.status = Status.SENT
     item.sent_at = timezone.now()
-    item.delivery = Delivery.QUEUED
+    item.delivery = DeliveryState.QUEUED
     item.next_attempt_at = timezone.now()
     transaction.on_commit(lambda: queue(item.pk))
 
@@ -279,7 +279,7 @@ def _claim(item_id: str) -> bool:
         .filter(
             Q(leased_until__isnull=True) | Q(leased_until__lt=now),
             pk=item_id,
-            delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
+            delivery__in=[DeliveryState.QUEUED, DeliveryState.RETRYING],
             next_attempt_at__lte=now,
         )
         .update(leased_until=now + timedelta(seconds=settings.OUTBOX_LEASE_SECONDS))
@@ -325,11 +325,11 @@ def attempt_delivery(item_id: str) -> bool:
             failure = transport.Failure("no recipient accepted the message", permanent=True)
             _record_attempt(item, failure, notes)
         else:
-            _record_attempt(item, None, notes, state=Delivery.INTERNAL, reply=here)
+            _record_attempt(item, None, notes, state=DeliveryState.INTERNAL, reply=here)
         return True
     if transport.capturing():
         reply = "; ".join(filter(None, [CAPTURED_REPLY, here]))
-        _record_attempt(item, None, notes, state=Delivery.CAPTURED, reply=reply)
+        _record_attempt(item, None, notes, state=DeliveryState.CAPTURED, reply=reply)
         return True
 
     def handing_over() -> None:
@@ -357,7 +357,7 @@ def _record_attempt(
     failure: transport.Failure | None,
     notes: list[str],
     *,
-    state: str = Delivery.DONE,
+    state: str = DeliveryState.DONE,
     reply: str = "",
 ) -> None:
     """The outcome of an attempt, logged; a success is one UPDATE, sent the moment the relay
@@ -370,15 +370,15 @@ def _record_attempt(
         item.delivery, item.next_attempt_at = state, None
         item.error = "; ".join(notes)
         item.relay_reply = entry["reply"] = reply
-        if state != Delivery.CAPTURED:
+        if state != DeliveryState.CAPTURED:
             item.delivered_at = now
     elif not failure.permanent and item.attempts <= len(RETRY_SCHEDULE):
         delay = RETRY_SCHEDULE[item.attempts - 1] * random.uniform(0.9, 1.1)
-        item.delivery = Delivery.RETRYING
+        item.delivery = DeliveryState.RETRYING
         item.next_attempt_at = now + timedelta(seconds=delay)
         item.error = entry["error"] = "; ".join([*notes, failure.message])
     else:
-        item.delivery, item.next_attempt_at = Delivery.FAILED, None
+        item.delivery, item.next_attempt_at = DeliveryState.FAILED, None
         item.status = Status.FAILED
         item.error = entry["error"] = "; ".join([*notes, failure.message])
     item.attempt_log = [*(item.attempt_log or []), entry][-MAX_ATTEMPT_LOG:]
@@ -390,7 +390,7 @@ def _record_attempt(
             _emit(item, OUTBOUND_FAILED)
     else:
         item.save(update_fields=fields)
-    if item.delivery == Delivery.RETRYING:
+    if item.delivery == DeliveryState.RETRYING:
         from config.celery import app
 
         if not app.conf.task_always_eager:
@@ -408,7 +408,7 @@ def sweep() -> int:
     eager = app.conf.task_always_eager
     due = OutboxItem.objects.unscoped().filter(  # the sweeper looks at every workspace
         Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-        delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
+        delivery__in=[DeliveryState.QUEUED, DeliveryState.RETRYING],
         next_attempt_at__lte=now if eager else now - SWEEP_GRACE,
     )
     ids = list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:200])

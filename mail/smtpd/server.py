@@ -80,17 +80,17 @@ class GroupCommit:
     ) -> None:
         self.writer = writer
         self.max_messages, self.max_bytes = max_messages, max_bytes
-        self.waiting: list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Delivery]]]] = []
+        self.waiting: list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Receipt]]]] = []
         self.task: asyncio.Task[None] | None = None
 
-    async def store(self, incoming: pipeline.Incoming) -> list[pipeline.Delivery]:
-        future: asyncio.Future[list[pipeline.Delivery]] = asyncio.get_running_loop().create_future()
+    async def store(self, incoming: pipeline.Incoming) -> list[pipeline.Receipt]:
+        future: asyncio.Future[list[pipeline.Receipt]] = asyncio.get_running_loop().create_future()
         self.waiting.append((incoming, future))
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._write())
         return await future
 
-    def _take(self) -> list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Delivery]]]]:
+    def _take(self) -> list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Receipt]]]]:
         size, count = 0, 0
         for incoming, _ in self.waiting:
             if count and (count >= self.max_messages or size + len(incoming.raw) > self.max_bytes):
@@ -103,7 +103,7 @@ class GroupCommit:
         while self.waiting:
             batch = self._take()
             messages = [incoming for incoming, _ in batch]
-            outcomes: list[list[pipeline.Delivery] | BaseException]
+            outcomes: list[list[pipeline.Receipt] | BaseException]
             try:
                 outcomes = list(await self.writer.store(messages))
             except WriterLost as exc:
@@ -122,7 +122,7 @@ class GroupCommit:
                 else:
                     future.set_result(outcome)
 
-    async def _alone(self, incoming: pipeline.Incoming) -> list[pipeline.Delivery] | BaseException:
+    async def _alone(self, incoming: pipeline.Incoming) -> list[pipeline.Receipt] | BaseException:
         try:
             return (await self.writer.store([incoming]))[0]
         except Exception as exc:
@@ -209,14 +209,14 @@ class Handler:
             except Exception:  # never expected (parsing takes any bytes): the writer tries again
                 logger.exception("could not prepare a message; the writer will")
         try:
-            deliveries = await self.group_commit.store(incoming)
+            receipts = await self.group_commit.store(incoming)
         except Exception:
             logger.exception("receive failed; answering 451 so the sender retries")
             return "451 4.3.0 Temporary failure, try again later"
-        stored = [d for d in deliveries if d.email_id]
+        stored = [d for d in receipts if d.email_id]
         if stored:
             return f"250 2.0.0 OK {stored[0].email_id}"
-        refusal = next((d.refusal for d in deliveries if d.refusal), pipeline.NO_SUCH_INBOX)
+        refusal = next((d.refusal for d in receipts if d.refusal), pipeline.NO_SUCH_INBOX)
         return refusal.smtp_reply
 
 

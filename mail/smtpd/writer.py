@@ -46,7 +46,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from mail.pipeline import Delivery, Incoming
+    from mail.pipeline import Incoming, Receipt
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +65,12 @@ class BatchWriter(Protocol):
 
     async def start(self) -> None: ...
 
-    async def store(self, messages: Sequence[Incoming]) -> list[list[Delivery]]: ...
+    async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt]]: ...
 
     async def close(self) -> None: ...
 
 
-def _write(messages: Sequence[Incoming]) -> list[list[Delivery]]:
+def _write(messages: Sequence[Incoming]) -> list[list[Receipt]]:
     """One batch, in the writer's thread or process; the connection left healthy or closed."""
     from config.db import release_connections
     from mail import pipeline
@@ -89,7 +89,7 @@ class ThreadWriter:
     async def start(self) -> None:
         return None
 
-    async def store(self, messages: Sequence[Incoming]) -> list[list[Delivery]]:
+    async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt]]:
         from asgiref.sync import sync_to_async
 
         return await sync_to_async(_write, thread_sensitive=False)(messages)
@@ -157,7 +157,7 @@ class ProcessWriter:
         self._pool = self._new_pool()
         await self.store([])
 
-    async def store(self, messages: Sequence[Incoming]) -> list[list[Delivery]]:
+    async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt]]:
         if self._pool is None:
             self._pool = self._new_pool()
         pool = self._pool
