@@ -2,7 +2,7 @@
 
 - RCPT: unknown or expired inboxes are refused here (``550 5.1.1``), more than
   ``MAX_RECIPIENTS`` recipients get ``452 4.5.3``.
-- DATA: the message is parsed and extracted (up to ``PREPARE_IN_SESSION_BYTES``, with a
+- DATA: the message is parsed and extracted (up to ``DIGEST_IN_SESSION_BYTES``, with a
   writer process) and joins the process's :class:`GroupCommit`: the messages of concurrent
   sessions are stored together, one transaction per batch (``pipeline.receive_many``) in the
   writer process (``mail.smtpd.writer``; a worker thread in embedded mode), and each session gets
@@ -48,7 +48,7 @@ MAX_RECIPIENTS = 100
 # are parsed by the writer: the event loop that every session shares would stall for as long
 # (~80 ms for the worst hostile message cut to 128 KB). A writer thread parses everything: it
 # shares the event loop's interpreter (and GIL) anyway.
-PREPARE_IN_SESSION_BYTES = 128 * 1024
+DIGEST_IN_SESSION_BYTES = 128 * 1024
 
 
 def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -164,7 +164,7 @@ class Handler:
 
     def __init__(self, writer: BatchWriter) -> None:
         self.group_commit = GroupCommit(writer)
-        self.prepare_here = writer.prepare_before  # see PREPARE_IN_SESSION_BYTES
+        self.digest_in_session = writer.digest_in_session  # see DIGEST_IN_SESSION_BYTES
         self.admitted = AdmittedInboxes()
         self.connections: Counter[str] = Counter()  # open sessions per client IP address
         self.protocol_state: dict[str, Any] | None = None  # see PigeonholeSMTP._from_template
@@ -203,11 +203,11 @@ class Handler:
             rcpt_tos=list(envelope.rcpt_tos),
             admitted=getattr(envelope, "admitted", None),
         )
-        if self.prepare_here and len(incoming.raw) <= PREPARE_IN_SESSION_BYTES:
+        if self.digest_in_session and len(incoming.raw) <= DIGEST_IN_SESSION_BYTES:
             try:
-                incoming = pipeline.prepared(incoming)
+                incoming = pipeline.digested(incoming)
             except Exception:  # never expected (parsing takes any bytes): the writer tries again
-                logger.exception("could not prepare a message; the writer will")
+                logger.exception("could not digest a message; the writer will")
         try:
             receipts = await self.group_commit.store(incoming)
         except Exception:
