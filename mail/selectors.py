@@ -13,7 +13,7 @@ from apikeys.models import Workspace
 from config.api.errors import NotFound
 from inboxes.models import Inbox
 from labels import rules as rules_engine
-from labels.classifier.base import EmailFacts
+from labels.classifier.base import EmailFacts, facts_of
 from labels.models import EmailLabel
 from mail.exceptions import AttachmentNotFound, EmailNotFound
 from mail.message.parsing import decode_part
@@ -205,12 +205,7 @@ def stored_email_facts(
         headers=[tuple(h) for h in email.headers],
         attachment_names=names,
     )
-    return rule_facts, EmailFacts(
-        from_address=email.from_address,
-        from_name=email.from_name,
-        subject=email.subject,
-        text=email.plain_text,
-    )
+    return rule_facts, facts_of(email)
 
 
 def recent_emails(workspace: Workspace, limit: int = 20) -> list[dict]:

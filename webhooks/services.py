@@ -24,6 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from config.api.timestamps import iso
 from config.changes import save_changes
 from config.rows import placeholders, select_rows
 from events.models import Event
@@ -94,12 +95,8 @@ def endpoint_delete(*, endpoint: Endpoint) -> None:
 # --- fan-out --------------------------------------------------------------------------------------
 
 
-def _iso(moment: Any) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def _body(delivery_id: str, event_type: str, created_at: Any, data: dict) -> str:
-    payload = {"id": delivery_id, "type": event_type, "created_at": _iso(created_at), "data": data}
+    payload = {"id": delivery_id, "type": event_type, "created_at": iso(created_at), "data": data}
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
