@@ -30,6 +30,7 @@ run: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 # The dashboard's browser tests drive Debian's Chromium through Playwright (never `playwright
 # install`): installed here when missing, so `make test` fails only if apt cannot provide it.
@@ -45,6 +46,7 @@ test: install browser
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.preflight
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports  # the layers of pyproject.toml's [tool.importlinter] (docs/architecture.md)
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		DB_POOL_MAX=0 $(BIN)/python manage.py makemigrations --check --dry-run -v1
 	$(MAKE) --no-print-directory --jobs=2 --output-sync=target test-postgres test-embedded \
@@ -57,6 +59,7 @@ test: install browser
 test-fast: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.preflight
+	$(BIN)/lint-imports
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		CONN_MAX_AGE=0 HOSTILE_MAIL_MESSAGES=1000 $(BIN)/python -m pytest -q -p no:cacheprovider \
 		-m 'not live'

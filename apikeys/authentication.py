@@ -14,7 +14,8 @@ from rest_framework.request import Request
 
 from apikeys import selectors, services
 from apikeys.exceptions import InvalidKey
-from apikeys.principal import ROLE_SCOPES, Principal
+from apikeys.models import ROLE_SCOPES
+from apikeys.principal import Principal
 from config.api.errors import Forbidden, Unauthorized
 
 SESSION_WORKSPACE_KEY = "workspace_id"

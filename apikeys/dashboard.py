@@ -3,10 +3,12 @@
 Every dashboard page of every app is wrapped in it::
 
     @member_required()                          # any member of the current workspace
-    @member_required(roles=("owner", "admin"))  # 403 page for everyone else
+    @member_required(roles=MANAGER_ROLES)       # 403 page for everyone else
 
 It sends anonymous visitors to ``/login/``, answers a plain-words page to a user who belongs to
 no workspace, and sets ``request.membership`` (with ``.workspace`` and ``.role``) for the view.
+Inside a page, ``may(request, scope)`` asks what the member's role may do (``models.role_may``,
+the same API scopes a dashboard session carries) and ``refuse`` answers the 403 page.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from django.shortcuts import render
 
 from apikeys import selectors
 from apikeys.authentication import SESSION_WORKSPACE_KEY
-from apikeys.models import Membership
+from apikeys.models import Membership, role_may
 
 View = Callable[..., HttpResponse]
 
@@ -41,6 +43,17 @@ def current_membership(request: HttpRequest) -> Membership | None:
 def forbidden_page(request: HttpRequest, message: str) -> HttpResponse:
     """The plain-words 403 page."""
     return render(request, "apikeys/forbidden.html", {"message": message}, status=403)
+
+
+def may(request: HttpRequest, scope: str) -> bool:
+    """Whether the signed-in member's role carries this API scope."""
+    return role_may(request.membership.role, scope)  # type: ignore[attr-defined]
+
+
+def refuse(request: HttpRequest, what: str) -> HttpResponse:
+    """The 403 page for a member whose role may not do ``what``."""
+    role = request.membership.role  # type: ignore[attr-defined]
+    return forbidden_page(request, f"Your role ({role}) may not {what} in this workspace.")
 
 
 def member_required(roles: Iterable[str] | None = None) -> Callable[[View], View]:

@@ -69,9 +69,23 @@ class Role(models.TextChoices):
     MEMBER = "member"
 
 
-# Who may manage people, and whom: the one place that says it (services, views and templates ask
-# here). Owners and admins manage members; only owners grant, change or remove the owner role.
-MANAGER_ROLES: tuple[str, ...] = (Role.OWNER, Role.ADMIN)
+# What a role may do: the one place that says it. A dashboard session carries its role's API
+# scopes; the API's role checks, the services and the dashboard (``apikeys.dashboard.may``) ask
+# here, never compare role names themselves.
+ROLE_SCOPES: dict[str, frozenset[str]] = {
+    Role.OWNER: effective_scopes(["admin"]),
+    Role.ADMIN: effective_scopes(["admin"]),
+    Role.MEMBER: effective_scopes(["write", "send"]),
+}
+
+# The managers of a workspace (people, settings, labels, webhooks, approvals): the roles whose
+# scopes carry ``admin``. Only owners grant, change or remove the owner role (``may_manage``).
+MANAGER_ROLES: tuple[str, ...] = tuple(r for r, s in ROLE_SCOPES.items() if Scope.ADMIN in s)
+
+
+def role_may(role: str | None, scope: str) -> bool:
+    """Whether a member with ``role`` holds this API scope (``None``, no member, holds none)."""
+    return scope in ROLE_SCOPES.get(role or "", frozenset())
 
 
 def may_manage(actor_role: str, role: str) -> bool:

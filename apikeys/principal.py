@@ -9,14 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from apikeys.models import ApiKey, Workspace, effective_scopes
-
-# Scopes of a dashboard session by role.
-ROLE_SCOPES: dict[str, frozenset[str]] = {
-    "owner": effective_scopes(["admin"]),
-    "admin": effective_scopes(["admin"]),
-    "member": effective_scopes(["write", "send"]),
-}
+from apikeys.models import ApiKey, Workspace
 
 
 @dataclass(frozen=True)

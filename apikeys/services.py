@@ -28,7 +28,6 @@ from apikeys.exceptions import (
     RoleNotAllowed,
 )
 from apikeys.models import (
-    MANAGER_ROLES,
     ApiKey,
     Invitation,
     KeyKind,
@@ -36,6 +35,7 @@ from apikeys.models import (
     Role,
     Workspace,
     may_manage,
+    role_may,
 )
 from apikeys.selectors import invitation_for_plain, invitation_problem
 from config.api.errors import Forbidden, NotFound, ValidationFailed
@@ -95,7 +95,7 @@ def membership_set(*, workspace: Workspace, user: AbstractBaseUser, role: str) -
 def _check_manager(actor: Membership, workspace: Workspace) -> None:
     if actor.workspace_id != workspace.pk:
         raise NotFound("No such member.")
-    if actor.role not in MANAGER_ROLES:
+    if not role_may(actor.role, "admin"):
         raise Forbidden("Only owners and admins can manage the members of a workspace.")
 
 
@@ -303,7 +303,7 @@ def membership_role_set(*, actor: Membership, membership: Membership, role: str)
     with transaction.atomic():
         owners = _lock_owners(membership.workspace)
         membership.refresh_from_db(fields=["role"])
-        if (role == Role.OWNER or membership.role == Role.OWNER) and actor.role != Role.OWNER:
+        if not (may_manage(actor.role, role) and may_manage(actor.role, membership.role)):
             raise RoleNotAllowed()
         if membership.role == role:
             return membership
@@ -319,7 +319,7 @@ def membership_remove(*, actor: Membership, membership: Membership) -> None:
     _check_manager(actor, membership.workspace)
     with transaction.atomic():
         owners = _lock_owners(membership.workspace)
-        if membership.pk in owners and actor.role != Role.OWNER:
+        if membership.pk in owners and not may_manage(actor.role, Role.OWNER):
             raise RoleNotAllowed()
         if owners == [membership.pk]:
             raise LastOwner()
@@ -339,7 +339,7 @@ def workspace_update(
     ``max_inboxes`` is not here on purpose: it is a quota the operator sets (Django admin), not
     something the workspace grants itself. Only the changed fields are written.
     """
-    if actor.role not in MANAGER_ROLES:
+    if not role_may(actor.role, "admin"):
         raise Forbidden("Only owners and admins can change the settings of a workspace.")
     changes: dict[str, object] = {}
     if name is not None:

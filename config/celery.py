@@ -16,7 +16,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "expire-inboxes": {"task": "inboxes.expire_due", "schedule": 30.0},
-    "prune-events": {"task": "webhooks.prune_events", "schedule": 600.0},
+    "prune-events": {"task": "events.prune", "schedule": 600.0},
     "announce-overdue-emails": {"task": "mail.announce_overdue", "schedule": 15.0},
     "sweep-webhook-deliveries": {"task": "webhooks.sweep", "schedule": 2.0},
     "sweep-outbox-deliveries": {"task": "outbox.sweep", "schedule": 15.0},

@@ -2,7 +2,7 @@
 batch of group messages from a worker thread in one round trip.
 
 The receive path commits a batch of mail in a worker thread and then wakes the waiters and
-streams of every inbox it touched (``webhooks.events.wake_listeners``). Through the layer's own
+streams of every inbox it touched (``events.wake.publish``). Through the layer's own
 ``group_send`` that meant a hop to the process's event loop (``async_to_sync``), one ``PUBLISH``
 round trip per event there, and the thread waiting for all of it: ~2.4 ms of each batch of five
 messages in the smtpd, while the next batch waited. :meth:`PubSubLayer.group_send_many` sends the

@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "axes",
+    "events",
     "apikeys",
     "inboxes",
     "mail",
@@ -128,6 +129,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "apikeys.context_processors.workspace",
+                "outbox.context_processors.pending_approvals",
             ]
         },
     }

@@ -15,6 +15,7 @@ from apikeys.models import Workspace
 from apikeys.principal import Principal
 from config.api.errors import FeatureDisabled, LimitReached, NotFound, ValidationFailed
 from config.changes import save_changes
+from events import services as events
 from inboxes import verification
 from inboxes.addresses import (
     DOMAIN_RE,
@@ -26,7 +27,6 @@ from inboxes.addresses import (
 from inboxes.exceptions import AddressTaken, DomainInUse, ForwardNeedsSend, InvalidDomain
 from inboxes.models import VERIFICATION_LABEL, CheckResult, Domain, ForwardSetter, Inbox, Source
 from inboxes.selectors import domain_list, domain_resolve
-from webhooks import events
 
 MAX_TTL_MINUTES = 525_600
 DEFAULT_TTL_MINUTES = 60  # an omitted TTL without the permanent-inbox entitlement

@@ -2,8 +2,9 @@
 
 Thin views: a form, one selector or service of this app (the same the API calls), a render;
 coded errors become flash notices or form errors. What a role may do follows the API scopes of
-a dashboard session (``apikeys.principal.ROLE_SCOPES``): writes need ``write``, managing domains
-needs ``admin``. The inbox page itself (its emails) lives in ``mail.views``.
+a dashboard session (``apikeys.dashboard.may`` asks ``apikeys.models.ROLE_SCOPES``): writes need
+``write``, managing domains needs ``admin``. The inbox page itself (its emails) lives in
+``mail.views``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from apikeys.dashboard import forbidden_page, member_required
-from apikeys.principal import ROLE_SCOPES, Principal
+from apikeys.dashboard import may, member_required, refuse
+from apikeys.models import ROLE_SCOPES
+from apikeys.principal import Principal
 from config.api.errors import ApiError, NotFound
 from config.api.pagination import paginate
 from inboxes import selectors, services
@@ -29,16 +31,6 @@ from inboxes.forms import (
 from inboxes.models import CheckResult, Inbox, Source
 
 PAGE_SIZE = 25
-
-
-def may(request: HttpRequest, scope: str) -> bool:
-    """Whether the signed-in member's role carries this API scope."""
-    return scope in ROLE_SCOPES.get(request.membership.role, frozenset())  # type: ignore[attr-defined]
-
-
-def refuse(request: HttpRequest, what: str) -> HttpResponse:
-    role = request.membership.role  # type: ignore[attr-defined]
-    return forbidden_page(request, f"Your role ({role}) may not {what} in this workspace.")
 
 
 def inbox_or_404(request: HttpRequest, inbox_id: str) -> Inbox:

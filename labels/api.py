@@ -25,6 +25,7 @@ from labels.serializers import (
     LabelTestOut,
     LabelUpdateIn,
 )
+from mail import selectors as mail_selectors
 
 
 class LabelsApi(APIView):
@@ -103,7 +104,7 @@ class LabelTestApi(APIView):
         data = body.validated_data
         workspace = request.auth.workspace
         if data.get("email_id"):
-            rule_facts, facts = selectors.stored_email_facts(workspace, data["email_id"])
+            rule_facts, facts = mail_selectors.stored_email_facts(workspace, data["email_id"])
         else:
             rule_facts = rules_engine.Facts(
                 from_address=data["from"], subject=data["subject"], text=data["text"]

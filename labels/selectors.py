@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.apps import apps
 from django.db import models
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, QuerySet
 
 from apikeys.models import Workspace
 from config.api.errors import NotFound
 from config.rows import placeholders, select_rows
-from labels import rules as rules_engine
 from labels.classifier.base import EmailFacts, Example
 from labels.exceptions import UnknownLabel
 from labels.models import EmailLabel, Label, LabelFeedback
@@ -97,56 +95,10 @@ def examples_for(label: Label) -> list[Example]:
     ]
 
 
-def stored_email_facts(
-    workspace: Workspace, email_id: str
-) -> tuple[rules_engine.Facts, EmailFacts]:
-    """Rule and classifier facts of a stored email (mail models by string reference)."""
-    Email = apps.get_model("mail", "Email")
-    Attachment = apps.get_model("mail", "Attachment")
-    email = (
-        Email.objects.filter(workspace=workspace, pk=email_id)
-        .prefetch_related(
-            Prefetch("attachments", queryset=Attachment.objects.only("id", "email_id", "filename"))
-        )
-        .first()
-    )
-    if email is None:
-        raise NotFound("No such email.")
-    names = [a.filename for a in email.attachments.all() if a.filename]
-    to = [a.get("address", "") for a in [*email.to, *email.cc]]
-    rule_facts = rules_engine.Facts(
-        from_address=email.from_address,
-        from_name=email.from_name,
-        to=to,
-        subject=email.subject,
-        text=email.text,
-        html=email.html,
-        headers=[tuple(h) for h in email.headers],
-        attachment_names=names,
-    )
-    return rule_facts, EmailFacts(
-        from_address=email.from_address,
-        from_name=email.from_name,
-        subject=email.subject,
-        text=email.plain_text,
-    )
-
-
 def label_list_with_counts(workspace: Workspace) -> QuerySet[Label]:
     """The workspace's labels by key, each with ``email_count`` (emails carrying it)."""
     return (
         Label.objects.filter(workspace=workspace)
         .annotate(email_count=Count("applications"))
         .order_by("key")
-    )
-
-
-def recent_emails(workspace: Workspace, limit: int = 20) -> list[dict]:
-    """``[{id, subject, from_address, received_at}]`` of the newest emails of the workspace,
-    to test labels on (mail models by string reference)."""
-    Email = apps.get_model("mail", "Email")
-    return list(
-        Email.objects.filter(workspace=workspace)
-        .order_by("-id")
-        .values("id", "subject", "from_address", "received_at")[:limit]
     )

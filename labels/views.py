@@ -13,14 +13,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from apikeys.dashboard import forbidden_page, member_required
-from apikeys.models import Membership, Role, Workspace
+from apikeys.dashboard import forbidden_page, may, member_required
+from apikeys.models import MANAGER_ROLES, Membership, Workspace
 from config.api.errors import ApiError, NotFound
 from labels import selectors, services
 from labels.forms import RULE_EXAMPLE_JSON, LabelForm, rule_summary, rules_text
 from labels.models import Label
-
-MANAGERS = (Role.OWNER, Role.ADMIN)
+from mail import selectors as mail_selectors
 
 
 def _membership(request: HttpRequest) -> Membership:
@@ -43,7 +42,7 @@ def label_list(request: HttpRequest) -> HttpResponse:
         label.rule_summary = rule_summary(label.rules)  # type: ignore[attr-defined]
     context = {
         "labels": labels,
-        "manages": membership.role in MANAGERS,
+        "manages": may(request, "admin"),
         "classifier_enabled": membership.workspace.classifier_enabled,
     }
     return render(request, "labels/list.html", context)
@@ -53,7 +52,7 @@ def _editor(
     request: HttpRequest, form: LabelForm, label: Label | None, *, status: int = 200
 ) -> HttpResponse:
     membership = _membership(request)
-    manages = membership.role in MANAGERS
+    manages = may(request, "admin")
     if not manages:
         for field in form.fields.values():
             field.disabled = True
@@ -62,13 +61,13 @@ def _editor(
         "label": label,
         "manages": manages,
         "rule_example": RULE_EXAMPLE_JSON,
-        "recent_emails": selectors.recent_emails(membership.workspace),
+        "recent_emails": mail_selectors.recent_emails(membership.workspace),
         "classifier_enabled": membership.workspace.classifier_enabled,
     }
     return render(request, "labels/edit.html", context, status=status)
 
 
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def label_new(request: HttpRequest) -> HttpResponse:
     """Creates a label through ``services.label_create``."""
     workspace = _membership(request).workspace
@@ -103,7 +102,7 @@ def label_edit(request: HttpRequest, key: str) -> HttpResponse:
     }
     if request.method != "POST":
         return _editor(request, LabelForm(initial=initial, creating=False), label)
-    if membership.role not in MANAGERS:
+    if not may(request, "admin"):
         return forbidden_page(
             request,
             f"Only owners and admins of {membership.workspace.name} can change labels. "
@@ -124,7 +123,7 @@ def label_edit(request: HttpRequest, key: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def label_delete(request: HttpRequest, key: str) -> HttpResponse:
     """Deletes the label; it disappears from every email."""
     label = _label(_membership(request).workspace, key)

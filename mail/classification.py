@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from labels import selectors as label_selectors
 from labels import services as label_services
-from labels.classifier.base import EmailFacts, Verdict
+from labels.classifier.base import Verdict, facts_of
 from labels.models import Label
 from mail.models import Email
 from mail.pipeline import announce, emit_labeled
@@ -26,15 +26,6 @@ from mail.pipeline import announce, emit_labeled
 logger = logging.getLogger(__name__)
 
 OVERDUE_GRACE = timedelta(seconds=30)
-
-
-def facts_of(email: Email) -> EmailFacts:
-    return EmailFacts(
-        from_address=email.from_address,
-        from_name=email.from_name,
-        subject=email.subject,
-        text=email.plain_text,
-    )
 
 
 def _record(email: Email, answers: list[tuple[Label, Verdict]]) -> list[dict]:

@@ -6,7 +6,7 @@ attachments in one transaction, and emits the events. ``receive_many`` does the 
 of messages in one transaction (the SMTP front door's group commit); ``receive`` is a batch of
 one. It never raises on message content: a
 message that cannot be fully parsed is stored with what could be read, its defects noted and its
-raw bytes kept. It returns one :class:`Delivery` per recipient so the SMTP front door can answer.
+raw bytes kept. It returns one :class:`Receipt` per recipient so the SMTP front door can answer.
 
 Order on receipt: store, extract, rules (in the receive transaction), then either
 ``email.received`` at once or — when the workspace has classifier labels — the classifier in a
@@ -28,7 +28,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from config.api.timestamps import iso
 from config.rows import bulk_insert
+from events import services as events
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
 from inboxes.addresses import canonical_address, sender_allowed, split_address
@@ -41,7 +43,6 @@ from mail.message.extraction import extract
 from mail.message.htmltext import make_preview
 from mail.message.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
 from mail.models import Attachment, Email, RawMessage
-from webhooks import events
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,9 @@ TOO_LARGE = Refusal(552, "5.3.4", "Message too big")
 
 
 @dataclass(frozen=True)
-class Delivery:
+class Receipt:
+    """What became of a message for one recipient: the email it is stored as, or the refusal."""
+
     recipient: str
     email_id: str | None = None
     inbox_id: str | None = None
@@ -115,8 +118,9 @@ def _address_dicts(addresses: Sequence[Address]) -> list[dict[str, str]]:
 
 
 @dataclass
-class _Prepared:
-    """Everything about the message that does not depend on the inbox: computed once."""
+class Digest:
+    """The message digested: everything about it that does not depend on the inbox (parse,
+    sender, preview, extraction, search text), computed once."""
 
     raw: bytes
     sha256: str
@@ -128,7 +132,7 @@ class _Prepared:
     received_at: datetime
 
 
-def _prepare(raw: bytes, mail_from: str, received_at: datetime) -> _Prepared:
+def _digest_of(raw: bytes, mail_from: str, received_at: datetime) -> Digest:
     parsed = parse_message(raw)
     sender = (parsed.from_.address if parsed.from_ and parsed.from_.address else mail_from).lower()
     preview = make_preview(parsed.text, parsed.html)
@@ -146,7 +150,7 @@ def _prepare(raw: bytes, mail_from: str, received_at: datetime) -> _Prepared:
         extracted = {"code": None, "link": None, "codes": [], "links": []}
     name = parsed.from_.name if parsed.from_ else ""
     search_text = " ".join([sender, name, parsed.subject, preview]).lower()
-    return _Prepared(
+    return Digest(
         raw=raw,
         sha256=hashlib.sha256(raw).hexdigest(),
         parsed=parsed,
@@ -176,13 +180,13 @@ def email_event_data(inbox: Inbox, email: Email, labels: list[dict]) -> dict:
                 "code": email.extracted.get("code"),
                 "link": email.extracted.get("link"),
             },
-            "received_at": email.received_at.isoformat().replace("+00:00", "Z"),
+            "received_at": iso(email.received_at),
         },
     }
 
 
-def _rule_facts(prepared: _Prepared) -> rules.Facts:
-    parsed = prepared.parsed
+def _rule_facts(digest: Digest) -> rules.Facts:
+    parsed = digest.parsed
     return rules.Facts(
         from_address=parsed.from_.address if parsed.from_ else "",
         from_name=parsed.from_.name if parsed.from_ else "",
@@ -234,24 +238,24 @@ class Incoming:
     # Recipients -> the ids of the inboxes admit_recipient() found at RCPT time in the same
     # transaction (plain ids: a batch may be written by another process, mail.smtpd.writer).
     admitted: Mapping[str, str] | None = None
-    # The message parsed and extracted already (prepared()), else receive_many() does it.
-    prepared: _Prepared | None = None
+    # The message parsed and extracted already (digested()), else receive_many() does it.
+    digest: Digest | None = None
 
 
-def prepared(incoming: Incoming) -> Incoming:
+def digested(incoming: Incoming) -> Incoming:
     """``incoming`` with its parse and extraction done now (what does not depend on the inbox);
     as it is if that is done already, or if it is over ``MAX_MESSAGE_BYTES`` (refused unread).
 
-    ``receive_many`` prepares what is not prepared yet; the smtpd prepares at the end of DATA,
+    ``receive_many`` digests what is not digested yet; the smtpd digests at the end of DATA,
     in its own process, so that the writer process (``mail.smtpd.writer``) only stores and the two
     work on different batches at once."""
-    if incoming.prepared is not None or len(incoming.raw) > settings.MAX_MESSAGE_BYTES:
+    if incoming.digest is not None or len(incoming.raw) > settings.MAX_MESSAGE_BYTES:
         return incoming
     received_at = incoming.received_at or timezone.now()
     return dataclasses.replace(
         incoming,
         received_at=received_at,
-        prepared=_prepare(incoming.raw, incoming.mail_from, received_at),
+        digest=_digest_of(incoming.raw, incoming.mail_from, received_at),
     )
 
 
@@ -262,13 +266,13 @@ def receive(
     rcpt_tos: Sequence[str],
     received_at: datetime | None = None,
     admitted: Mapping[str, str] | None = None,
-) -> list[Delivery]:
-    """Delivers ``raw`` to every recipient's inbox; one :class:`Delivery` per recipient."""
+) -> list[Receipt]:
+    """Delivers ``raw`` to every recipient's inbox; one :class:`Receipt` per recipient."""
     return receive_many([Incoming(raw, mail_from, rcpt_tos, received_at, admitted)])[0]
 
 
-def receive_many(messages: Sequence[Incoming]) -> list[list[Delivery]]:
-    """Delivers a batch of messages in one transaction; per message, one :class:`Delivery`
+def receive_many(messages: Sequence[Incoming]) -> list[list[Receipt]]:
+    """Delivers a batch of messages in one transaction; per message, one :class:`Receipt`
     per recipient.
 
     The SMTP front door stores the messages that arrive together as one batch (group commit):
@@ -277,9 +281,9 @@ def receive_many(messages: Sequence[Incoming]) -> list[list[Delivery]]:
     exception propagates; the caller retries the messages one by one). Each message is parsed
     once, whatever its number of recipients; each inbox gets one copy.
     """
-    ready = [prepared(m).prepared for m in messages]  # None: over MAX_MESSAGE_BYTES
+    digests = [digested(m).digest for m in messages]  # None: over MAX_MESSAGE_BYTES
     with transaction.atomic():
-        batch = _Batch(messages, ready)
+        batch = _Batch(messages, digests)
         return batch.store()
 
 
@@ -289,7 +293,7 @@ class _Copy:
 
     inbox: Inbox
     email: Email
-    prepared: _Prepared
+    digest: Digest
     labels: list[EmailLabel]
     classify: bool
 
@@ -297,21 +301,19 @@ class _Copy:
 class _Batch:
     """The work of :func:`receive_many` inside its transaction."""
 
-    def __init__(self, messages: Sequence[Incoming], prepared: Sequence[_Prepared | None]) -> None:
-        self.messages, self.prepared = messages, prepared
+    def __init__(self, messages: Sequence[Incoming], digests: Sequence[Digest | None]) -> None:
+        self.messages, self.digests = messages, digests
         self.changes: list[events.Change] = []
         self.copies: list[_Copy] = []
         self.targets: list[list[tuple[str, str | None]]] = []  # per message: (recipient, inbox)
 
-    def store(self) -> list[list[Delivery]]:
+    def store(self) -> list[list[Receipt]]:
         inboxes = self._lock_inboxes()
         enabled = self._enabled_labels({inbox.workspace_id for inbox in inboxes.values()})
         counts = {pk: inbox.email_count for pk, inbox in inboxes.items()}
         results = []
-        for message, prepared, targets in zip(
-            self.messages, self.prepared, self.targets, strict=True
-        ):
-            results.append(self._deliver(message, prepared, targets, inboxes, enabled, counts))
+        for message, digest, targets in zip(self.messages, self.digests, self.targets, strict=True):
+            results.append(self._deliver(message, digest, targets, inboxes, enabled, counts))
         self._write(inboxes)
         return results
 
@@ -367,42 +369,40 @@ class _Batch:
     def _deliver(
         self,
         message: Incoming,
-        prepared: _Prepared | None,
+        digest: Digest | None,
         targets: list[tuple[str, str | None]],
         inboxes: dict[str, Inbox],
         enabled: dict[str, list[Label]],
         counts: dict[str, int],
-    ) -> list[Delivery]:
-        if prepared is None:
-            return [Delivery(recipient=r, refusal=TOO_LARGE) for r in message.rcpt_tos]
-        deliveries: list[Delivery] = []
+    ) -> list[Receipt]:
+        if digest is None:
+            return [Receipt(recipient=r, refusal=TOO_LARGE) for r in message.rcpt_tos]
+        receipts: list[Receipt] = []
         stored_in: dict[str, str] = {}  # inbox id -> email id: one copy per inbox
         for recipient, inbox_id in targets:
             inbox = inboxes.get(inbox_id or "")
             if inbox is None:
-                deliveries.append(Delivery(recipient=recipient, refusal=NO_SUCH_INBOX))
+                receipts.append(Receipt(recipient=recipient, refusal=NO_SUCH_INBOX))
                 continue
             if inbox.pk in stored_in:
-                deliveries.append(Delivery(recipient, stored_in[inbox.pk], inbox.pk))
+                receipts.append(Receipt(recipient, stored_in[inbox.pk], inbox.pk))
                 continue
-            refusal = self._refusal(inbox, prepared, counts)
+            refusal = self._refusal(inbox, digest, counts)
             if refusal is not None:
-                self.changes.append(_rejected(inbox, prepared.sender, refusal))
-                deliveries.append(Delivery(recipient, inbox_id=inbox.pk, refusal=refusal))
+                self.changes.append(_rejected(inbox, digest.sender, refusal))
+                receipts.append(Receipt(recipient, inbox_id=inbox.pk, refusal=refusal))
                 continue
-            copy = self._copy(inbox, prepared, message, recipient, enabled[inbox.workspace_id])
+            copy = self._copy(inbox, digest, message, recipient, enabled[inbox.workspace_id])
             counts[inbox.pk] += 1
             stored_in[inbox.pk] = copy.email.pk
-            deliveries.append(Delivery(recipient, email_id=copy.email.pk, inbox_id=inbox.pk))
-        return deliveries
+            receipts.append(Receipt(recipient, email_id=copy.email.pk, inbox_id=inbox.pk))
+        return receipts
 
     @staticmethod
-    def _refusal(inbox: Inbox, prepared: _Prepared, counts: dict[str, int]) -> Refusal | None:
-        if inbox.is_expired(prepared.received_at):
+    def _refusal(inbox: Inbox, digest: Digest, counts: dict[str, int]) -> Refusal | None:
+        if inbox.is_expired(digest.received_at):
             return INBOX_EXPIRED
-        if not sender_allowed(
-            prepared.sender, allow=inbox.allow_senders, block=inbox.block_senders
-        ):
+        if not sender_allowed(digest.sender, allow=inbox.allow_senders, block=inbox.block_senders):
             return SENDER_REFUSED
         full = inbox.max_emails is not None and counts[inbox.pk] >= inbox.max_emails
         if full and inbox.overflow == Overflow.REJECT:
@@ -412,19 +412,19 @@ class _Batch:
     def _copy(
         self,
         inbox: Inbox,
-        prepared: _Prepared,
+        digest: Digest,
         message: Incoming,
         recipient: str,
         enabled: list[Label],
     ) -> _Copy:
-        email = _email(inbox, prepared, message.mail_from, recipient)
+        email = _email(inbox, digest, message.mail_from, recipient)
         classify = inbox.workspace.classifier_enabled and any(x.instructions for x in enabled)
         # Announced in this very transaction unless the classifier is to answer first.
         email.announced_at = None if classify else timezone.now()
         labels = label_services.rule_labels(
-            email_id=email.pk, facts=_rule_facts(prepared), labels=enabled
+            email_id=email.pk, facts=_rule_facts(digest), labels=enabled
         )
-        copy = _Copy(inbox, email, prepared, labels, classify)
+        copy = _Copy(inbox, email, digest, labels, classify)
         self.copies.append(copy)
         if not classify:
             self.changes.extend(_announcement(inbox, email, label_services.label_dicts(labels)))
@@ -437,7 +437,7 @@ class _Batch:
             bulk_insert(
                 RawMessage,
                 (
-                    RawMessage(email=email, content=c.prepared.raw, sha256=c.prepared.sha256)
+                    RawMessage(email=email, content=c.digest.raw, sha256=c.digest.sha256)
                     for c, email in zip(self.copies, emails, strict=True)
                 ),
             )
@@ -446,7 +446,7 @@ class _Batch:
                 (
                     _attachment(c.email, position, part)
                     for c in self.copies
-                    for position, part in enumerate(c.prepared.parsed.attachments)
+                    for position, part in enumerate(c.digest.parsed.attachments)
                 ),
             )
             label_services.labels_store([row for c in self.copies for row in c.labels])
@@ -491,8 +491,8 @@ def _catch_all_inbox(recipient: str) -> str | None:
     return inbox.pk if inbox is not None else None
 
 
-def _email(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) -> Email:
-    parsed = prepared.parsed
+def _email(inbox: Inbox, digest: Digest, mail_from: str, recipient: str) -> Email:
+    parsed = digest.parsed
     return Email(
         workspace_id=inbox.workspace_id,
         inbox=inbox,
@@ -508,15 +508,15 @@ def _email(inbox: Inbox, prepared: _Prepared, mail_from: str, recipient: str) ->
         text=parsed.text,
         html=parsed.html,
         headers=[[name, value] for name, value in parsed.headers],
-        preview=prepared.preview,
-        search_text=prepared.search_text,
-        size=len(prepared.raw),
+        preview=digest.preview,
+        search_text=digest.search_text,
+        size=len(digest.raw),
         in_reply_to=parsed.in_reply_to[:998],
         references=parsed.references,
-        extracted=prepared.extracted,
+        extracted=digest.extracted,
         defects=parsed.defects,
         has_attachments=bool(parsed.attachments),
-        received_at=prepared.received_at,
+        received_at=digest.received_at,
     )
 
 
@@ -606,6 +606,6 @@ def _labeled(inbox: Inbox, email: Email, labels: Sequence[dict]) -> events.Chang
     )
 
 
-def receive_one(raw: bytes, *, to: str, mail_from: str = "") -> Delivery:
+def receive_one(raw: bytes, *, to: str, mail_from: str = "") -> Receipt:
     """Convenience for one recipient (internal delivery, tests)."""
     return receive(raw, mail_from=mail_from, rcpt_tos=[to])[0]

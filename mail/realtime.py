@@ -1,9 +1,9 @@
 """Long-poll wait and the Server-Sent Events stream, as raw ASGI apps routed by Channels.
 
 Neither holds a thread or a database connection while it waits: each does its database work in
-short ``db_call``s, then awaits its :class:`webhooks.hub.Listener` — one queue fed by the
-process's single channel-layer subscription per inbox (woken by ``webhooks.events`` after
-commit), by the client's disconnect and by its own timer. The event log is the truth: the hub's
+short ``db_call``s, then parks in ``events.listen.listen()``: one queue fed by the process's
+single channel-layer subscription per inbox (woken by ``events.emit`` after commit), by the
+client's disconnect and by its own timer. The event log is the truth: the hub's
 sweep re-reads it for every listening inbox at once, so a lost wake-up delays an event but never
 loses it.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -31,18 +30,36 @@ from apikeys.authentication import principal_for_scope
 from apikeys.principal import Principal
 from apikeys.throttling import Lease, aclose_slot, hit, open_slot
 from apikeys.watch import key_watch
-from config.api.asgi import Receive, Send, db_call, query_pairs, send_empty, send_error, send_json
+from config.api.asgi import (
+    Receive,
+    Send,
+    db_call,
+    header,
+    query_pairs,
+    send_empty,
+    send_error,
+    send_json,
+)
 from config.api.errors import ApiError, InsufficientScope, RateLimited, to_api_error
 from config.api.query import validate_query
 from config.patterns import Budget, InvalidPattern, UserPattern, compile_user_pattern
+from events import services as events
+from events.listen import (
+    CLOSED,
+    KEEPALIVE,
+    TIMEOUT,
+    Listener,
+    Watch,
+    cached,
+    inbox_group,
+    listen,
+)
+from events.models import Event
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
 from mail.models import Email
 from mail.selectors import email_get
 from mail.serializers import EmailOut
-from webhooks import events
-from webhooks.hub import CLOSED, KEEPALIVE, TIMEOUT, Listener, cached, hub
-from webhooks.models import Event
 
 KEEPALIVE_SECONDS = 15.0  # stream: a comment line this often
 REPLAY_BATCH = 1000  # stream: log rows read at a time when catching up
@@ -115,12 +132,13 @@ def _open(
     return principal, inbox, query, open_slot(principal)
 
 
-def _watch_key(principal: Principal, listener: Listener) -> Callable[[], None]:
-    """Tells ``listener`` (with the error) when the request's key stops working: revoked,
+def _watch_key(principal: Principal) -> Watch | None:
+    """Tells the listener (with the error) when the request's key stops working: revoked,
     expired or deleted keys end waits and streams within ``apikeys.watch.CHECK_SECONDS``."""
-    if principal.key is None:
-        return lambda: None
-    return key_watch().watch(principal.workspace.pk, principal.key.pk, listener.signal)
+    key = principal.key
+    if key is None:
+        return None
+    return lambda signal: key_watch().watch(principal.workspace.pk, key.pk, signal)
 
 
 def _from_matches(sender_address: str, sender_name: str, query: dict[str, Any]) -> bool:
@@ -209,61 +227,44 @@ async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     deadline = loop.time() + query["timeout"]  # the time spent looking counts too
     since = query.get("since") or started
     budget = Budget()
-    try:
-        listeners = hub()
-        listener = await listeners.listen(events.inbox_group(inbox.pk))  # before the first read
-    except BaseException:
-        await aclose_slot(lease)
-        raise
-    unwatch = _watch_key(principal, listener)
-    disconnect = asyncio.ensure_future(_wait_disconnect(receive))
-    disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
-    timer: asyncio.TimerHandle | None = None
     seen: set[str] = set()
     try:
-        found = await _find(inbox, since, query, seen, budget)
-        timer = loop.call_at(deadline, listener.signal, TIMEOUT)
-        while found is None:
-            message = await listener.get()
-            if message is CLOSED:
-                return
-            if isinstance(message, ApiError):  # the key was revoked or expired meanwhile
-                await send_error(send, message)
-                return
-            if message is TIMEOUT:
-                break
-            if listener.lagged:  # dropped wake-ups: the log knows
-                listener.lagged = False
-                found = await _find(inbox, since, query, seen)
-                continue
-            if message.get("event") != events.EMAIL_RECEIVED:
-                continue
-            email = message["data"]["email"]
-            sender = email.get("from") or {}
-            if (
-                email["id"] not in seen
-                and _received_since(email, since)
-                and _from_matches(sender.get("address", ""), sender.get("name", ""), query)
-                and await _subject_matches(email["subject"], query, budget)
-            ):
-                found = await _load(inbox, email["id"])
-            seen.add(email["id"])
-        if found is None:
-            await send_empty(send, 204)
-        else:
-            await send_json(send, 200, found)
+        async with listen(  # before the first read
+            inbox_group(inbox.pk), receive=receive, watch=_watch_key(principal)
+        ) as listener:
+            found = await _find(inbox, since, query, seen, budget)
+            listener.signal_at(deadline, TIMEOUT)
+            while found is None:
+                message = await listener.get()
+                if message is CLOSED:
+                    return
+                if isinstance(message, ApiError):  # the key was revoked or expired meanwhile
+                    await send_error(send, message)
+                    return
+                if message is TIMEOUT:
+                    break
+                if listener.lagged:  # dropped wake-ups: the log knows
+                    listener.lagged = False
+                    found = await _find(inbox, since, query, seen, budget)
+                    continue
+                if message.get("event") != events.EMAIL_RECEIVED:
+                    continue
+                email = message["data"]["email"]
+                sender = email.get("from") or {}
+                if (
+                    email["id"] not in seen
+                    and _received_since(email, since)
+                    and _from_matches(sender.get("address", ""), sender.get("name", ""), query)
+                    and await _subject_matches(email["subject"], query, budget)
+                ):
+                    found = await _load(inbox, email["id"])
+                seen.add(email["id"])
+            if found is None:
+                await send_empty(send, 204)
+            else:
+                await send_json(send, 200, found)
     finally:
-        if timer is not None:
-            timer.cancel()
-        disconnect.cancel()
-        unwatch()
-        listeners.leave(listener)
         await aclose_slot(lease)
-
-
-async def _wait_disconnect(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 def stream_payload(event_type: str, inbox_id: str, data: dict[str, Any], at: int) -> dict:
@@ -346,8 +347,6 @@ def _last_event_id(scope: dict[str, Any], query: dict[str, Any]) -> int | None:
     """Where to resume: the ``Last-Event-ID`` header (what EventSource sends back; a value that
     is not an event id of ours is ignored, as the SSE standard expects), else the validated
     ``last_event_id`` parameter."""
-    from config.api.asgi import header
-
     raw = (header(scope, "last-event-id") or "").strip()
     if raw.isascii() and raw.isdigit():
         return int(raw)
@@ -368,93 +367,79 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
         await send_error(send, error)
         return
     try:
-        listeners = hub()
-        listener = await listeners.listen(events.inbox_group(inbox.pk))  # before reading the log
-    except BaseException:
-        await aclose_slot(lease)
-        raise
-    unwatch = _watch_key(principal, listener)
-    disconnect = asyncio.ensure_future(_wait_disconnect(receive))
-    disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
-    loop = asyncio.get_running_loop()
-    timer: asyncio.TimerHandle | None = None
-    deadline: asyncio.TimerHandle | None = None
-
-    def keep_alive() -> None:
-        nonlocal timer
-        listener.signal(KEEPALIVE)
-        timer = loop.call_later(KEEPALIVE_SECONDS, keep_alive)
-
-    try:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 200,
-                "headers": [
-                    (b"content-type", b"text/event-stream; charset=utf-8"),
-                    (b"cache-control", b"no-cache"),
-                    (b"x-accel-buffering", b"no"),
-                    (b"x-content-type-options", b"nosniff"),
-                ],
-            }
-        )
-        resume = _last_event_id(scope, query)
-        last = resume if resume is not None else await _latest_event(inbox)
-        await send({"type": "http.response.body", "body": b": connected\n\n", "more_body": True})
-
-        async def catch_up() -> None:
-            nonlocal last
-            while True:  # to the end of the log: nothing else would come back for the rest
-                batch = await _events_after(inbox, last)
-                for event_id, frame in batch:
-                    if frame:
-                        body = {"type": "http.response.body", "body": frame, "more_body": True}
-                        await send(body)
-                    last = event_id
-                if len(batch) < REPLAY_BATCH:
-                    return
-
-        await catch_up()
-        if query.get("timeout") is not None:
-            deadline = loop.call_later(query["timeout"], listener.signal, TIMEOUT)
-        timer = loop.call_later(KEEPALIVE_SECONDS, keep_alive)
-        while True:
-            message = await listener.get()
-            if message is CLOSED:
-                return
-            if isinstance(message, ApiError):  # the key was revoked or expired: the stream ends
-                note = f": {message.code}: {message.message}\n\n".encode()
-                await send({"type": "http.response.body", "body": note, "more_body": False})
-                return
-            if message is TIMEOUT:  # the client's own limit: end the response properly
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-                return
-            if message is KEEPALIVE:
-                await send(
-                    {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
-                )
-                continue
-            if listener.lagged:
-                listener.lagged = False
-                await catch_up()
-                continue
-            if message["id"] <= last:
-                continue
-            if message.get("prev_id") != last:  # a gap in the chain: the log fills it
-                await catch_up()
-                continue
-            last = message["id"]
-            frame = cached(message, inbox.pk, lambda m=message: _wake_frame(m, inbox.pk))
-            if frame:
-                await send({"type": "http.response.body", "body": frame, "more_body": True})
+        async with listen(  # before reading the log
+            inbox_group(inbox.pk), receive=receive, watch=_watch_key(principal)
+        ) as listener:
+            await _stream(scope, send, inbox, query, listener)
     finally:
-        for handle in (timer, deadline):
-            if handle is not None:
-                handle.cancel()
-        disconnect.cancel()
-        unwatch()
-        listeners.leave(listener)
         await aclose_slot(lease)
+
+
+async def _stream(
+    scope: dict[str, Any], send: Send, inbox: Inbox, query: dict[str, Any], listener: Listener
+) -> None:
+    """The stream's response, from its headers to its end, fed by ``listener``."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"text/event-stream; charset=utf-8"),
+                (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no"),
+                (b"x-content-type-options", b"nosniff"),
+            ],
+        }
+    )
+    resume = _last_event_id(scope, query)
+    last = resume if resume is not None else await _latest_event(inbox)
+    await send({"type": "http.response.body", "body": b": connected\n\n", "more_body": True})
+
+    async def catch_up() -> None:
+        nonlocal last
+        while True:  # to the end of the log: nothing else would come back for the rest
+            batch = await _events_after(inbox, last)
+            for event_id, frame in batch:
+                if frame:
+                    body = {"type": "http.response.body", "body": frame, "more_body": True}
+                    await send(body)
+                last = event_id
+            if len(batch) < REPLAY_BATCH:
+                return
+
+    await catch_up()
+    if query.get("timeout") is not None:
+        listener.signal_later(query["timeout"], TIMEOUT)
+    listener.signal_every(KEEPALIVE_SECONDS, KEEPALIVE)
+    while True:
+        message = await listener.get()
+        if message is CLOSED:
+            return
+        if isinstance(message, ApiError):  # the key was revoked or expired: the stream ends
+            note = f": {message.code}: {message.message}\n\n".encode()
+            await send({"type": "http.response.body", "body": note, "more_body": False})
+            return
+        if message is TIMEOUT:  # the client's own limit: end the response properly
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        if message is KEEPALIVE:
+            await send(
+                {"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True}
+            )
+            continue
+        if listener.lagged:
+            listener.lagged = False
+            await catch_up()
+            continue
+        if message["id"] <= last:
+            continue
+        if message.get("prev_id") != last:  # a gap in the chain: the log fills it
+            await catch_up()
+            continue
+        last = message["id"]
+        frame = cached(message, inbox.pk, lambda m=message: _wake_frame(m, inbox.pk))
+        if frame:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
 
 
 def _wake_frame(message: dict[str, Any], inbox_id: str) -> bytes:

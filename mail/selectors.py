@@ -10,7 +10,10 @@ from django.db.models.functions import Substr, TruncHour
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from config.api.errors import NotFound
 from inboxes.models import Inbox
+from labels import rules as rules_engine
+from labels.classifier.base import EmailFacts, facts_of
 from labels.models import EmailLabel
 from mail.exceptions import AttachmentNotFound, EmailNotFound
 from mail.message.parsing import decode_part
@@ -175,3 +178,41 @@ def hourly_received(
     }
     buckets = [start + timedelta(hours=i) for i in range(hours)]
     return [(hour, counts.get(hour, 0)) for hour in buckets]
+
+
+def stored_email_facts(
+    workspace: Workspace, email_id: str
+) -> tuple[rules_engine.Facts, EmailFacts]:
+    """Rule and classifier facts of a stored email (``POST /labels/test`` with ``email_id``)."""
+    email = (
+        Email.objects.filter(workspace=workspace, pk=email_id)
+        .prefetch_related(
+            Prefetch("attachments", queryset=Attachment.objects.only("id", "email_id", "filename"))
+        )
+        .first()
+    )
+    if email is None:
+        raise NotFound("No such email.")
+    names = [a.filename for a in email.attachments.all() if a.filename]
+    to = [a.get("address", "") for a in [*email.to, *email.cc]]
+    rule_facts = rules_engine.Facts(
+        from_address=email.from_address,
+        from_name=email.from_name,
+        to=to,
+        subject=email.subject,
+        text=email.text,
+        html=email.html,
+        headers=[tuple(h) for h in email.headers],
+        attachment_names=names,
+    )
+    return rule_facts, facts_of(email)
+
+
+def recent_emails(workspace: Workspace, limit: int = 20) -> list[dict]:
+    """``[{id, subject, from_address, received_at}]`` of the newest emails of the workspace,
+    to test labels on (the label editor)."""
+    return list(
+        Email.objects.filter(workspace=workspace)
+        .order_by("-id")
+        .values("id", "subject", "from_address", "received_at")[:limit]
+    )

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from django.db import transaction
 from django.db.models import F
 
+from events import services as events
 from inboxes.models import Inbox
 from labels import selectors as label_selectors
 from labels import services as label_services
-from labels.classifier.base import EmailFacts
+from labels.classifier.base import facts_of
 from mail.models import Email
-from webhooks import events
 
 
 def _set_read(email: Email, read: bool) -> bool:
@@ -44,15 +44,6 @@ def _emit_updated(email: Email) -> None:
     )
 
 
-def _facts(email: Email) -> EmailFacts:
-    return EmailFacts(
-        from_address=email.from_address,
-        from_name=email.from_name,
-        subject=email.subject,
-        text=email.plain_text,
-    )
-
-
 def email_update(
     *,
     email: Email,
@@ -67,14 +58,14 @@ def email_update(
         changed = False
         if labels is not None:
             found = label_selectors.labels_by_keys(email.workspace, labels)
-            label_services.manual_labels_set(email=email, labels=found, facts=_facts(email))
+            label_services.manual_labels_set(email=email, labels=found, facts=facts_of(email))
             changed = True
         if remove_labels:
             found = label_selectors.labels_by_keys(
                 email.workspace, remove_labels, path="remove_labels"
             )
             changed |= bool(
-                label_services.labels_remove(email=email, labels=found, facts=_facts(email))
+                label_services.labels_remove(email=email, labels=found, facts=facts_of(email))
             )
         if read is not None:
             changed |= _set_read(email, read)

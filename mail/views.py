@@ -18,11 +18,11 @@ from django.utils.http import content_disposition_header, url_has_allowed_host_a
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
 
-from apikeys.dashboard import member_required
+from apikeys.dashboard import may, member_required, refuse
 from config.api.errors import ApiError, NotFound
 from config.api.pagination import paginate
 from inboxes.forms import LIFETIMES, InboxLifetimeForm
-from inboxes.views import inbox_or_404, may, refuse
+from inboxes.views import inbox_or_404
 from labels import selectors as label_selectors
 from mail import selectors, services
 from mail.forms import EmailReadForm, EmailSearchForm, LabelAddForm

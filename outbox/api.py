@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikeys.models import role_may
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
 from config.api.pagination import page_response
@@ -157,7 +158,7 @@ class DecisionApi(APIView):
         if isinstance(principal, Principal):
             if principal.kind != "session":
                 raise Forbidden("Decisions are made by a person in the dashboard, not a key.")
-            if principal.role not in ("owner", "admin"):
+            if not role_may(principal.role, "admin"):
                 raise Forbidden("Only an owner or an admin may decide.")
         super().check_permissions(request)
 

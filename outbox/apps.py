@@ -5,4 +5,7 @@ class OutboxConfig(AppConfig):
     name = "outbox"
 
     def ready(self) -> None:
-        from outbox import services  # noqa: F401  (registers the forward_to hook on events)
+        from events.services import on_record
+        from outbox.services import forward_received
+
+        on_record(forward_received, emits=True)  # the forward_to copy of received mail

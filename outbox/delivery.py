@@ -67,9 +67,9 @@ def split_recipients(addresses: list[str]) -> tuple[list[str], list[str]]:
 def deliver_internal(raw: bytes, *, mail_from: str, recipients: list[str]) -> list[str]:
     """Through the receive pipeline; returns the refusals as text."""
     refused = []
-    for delivery in pipeline.receive(raw, mail_from=mail_from, rcpt_tos=recipients):
-        if delivery.refusal is not None:
-            refused.append(f"{delivery.recipient}: {delivery.refusal.smtp_reply}")
+    for receipt in pipeline.receive(raw, mail_from=mail_from, rcpt_tos=recipients):
+        if receipt.refusal is not None:
+            refused.append(f"{receipt.recipient}: {receipt.refusal.smtp_reply}")
     return refused
 
 

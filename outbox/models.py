@@ -28,7 +28,7 @@ class Status(models.TextChoices):
     EXPIRED = "expired"
 
 
-class Delivery(models.TextChoices):
+class DeliveryState(models.TextChoices):
     WAITING = "waiting"  # not to be sent (pending approval, rejected, expired)
     QUEUED = "queued"
     RETRYING = "retrying"
@@ -40,13 +40,13 @@ class Delivery(models.TextChoices):
 
 # The delivery state as the API names it (``delivery.state``; ``GET /outbox?delivery=``).
 DELIVERY_STATE = {
-    Delivery.WAITING: "not_sent",
-    Delivery.QUEUED: "queued",
-    Delivery.RETRYING: "retrying",
-    Delivery.DONE: "delivered",
-    Delivery.FAILED: "failed",
-    Delivery.INTERNAL: "internal",
-    Delivery.CAPTURED: "captured",
+    DeliveryState.WAITING: "not_sent",
+    DeliveryState.QUEUED: "queued",
+    DeliveryState.RETRYING: "retrying",
+    DeliveryState.DONE: "delivered",
+    DeliveryState.FAILED: "failed",
+    DeliveryState.INTERNAL: "internal",
+    DeliveryState.CAPTURED: "captured",
 }
 
 DELIVERY_STATE_NAMES = list(DELIVERY_STATE.values())  # the enum of the OpenAPI document
@@ -84,7 +84,9 @@ class OutboxItem(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     message_id = models.CharField(max_length=998, blank=True, default="")
     raw = models.BinaryField(blank=True, default=b"")  # the MIME message as sent
-    delivery = models.CharField(max_length=10, choices=Delivery.choices, default=Delivery.WAITING)
+    delivery = models.CharField(
+        max_length=10, choices=DeliveryState.choices, default=DeliveryState.WAITING
+    )
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     leased_until = models.DateTimeField(null=True, blank=True)

@@ -1,7 +1,7 @@
 """``wait`` for outbox decisions without a thread: an ASGI wrapper in front of the Django views
 of ``POST /inboxes/{id}/send`` and ``GET /outbox/{id}``. The view answers first (auth, checks,
 the item); if the item is pending and ``wait`` asks for it, the wrapper listens on the item's
-group through the process's wake-up hub (and re-reads the row every 2 s) until its status changes
+group through ``events.listen`` (and re-reads the row every 2 s) until its status changes
 or time is up. A wait made with an API key ends with 401 once the key is revoked or expires
 (``apikeys.watch``). Such a wait holds one of its key's (or session's) ``MAX_OPEN_STREAMS_PER_KEY``
 slots, taken before the view runs: at the cap the request answers 429 and nothing is sent or
@@ -19,11 +19,10 @@ from apikeys.throttling import Lease, aclose_slot, open_slot
 from apikeys.watch import key_watch
 from config.api.asgi import Receive, Send, db_call, header, query_params, send_error, send_json
 from config.api.errors import ApiError
+from events.listen import CLOSED, TIMEOUT, listen
 from outbox.models import OutboxItem, Status
 from outbox.serializers import OutboxOut
-from outbox.services import outbound_record
-from webhooks.events import outbox_group
-from webhooks.hub import CLOSED, TIMEOUT, hub
+from outbox.services import outbound_record, outbox_group
 
 POLL_SECONDS = 2.0
 
@@ -82,15 +81,11 @@ async def _wait_for_change(
 ) -> dict | ApiError | None:
     """The item once its status changes or time is up; None if the client left; the error if
     the request's key was revoked or expired meanwhile."""
-    listeners = hub()
-    listener = await listeners.listen(outbox_group(item_id))  # before the first read
-    unwatch = key_watch().watch(*key, listener.signal) if key is not None else (lambda: None)
-    disconnect = asyncio.ensure_future(_until_disconnect(receive))
-    disconnect.add_done_callback(lambda _: listener.signal(CLOSED))
+    watch = (lambda signal: key_watch().watch(*key, signal)) if key is not None else None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    timer: asyncio.TimerHandle | None = None
-    try:
+    # Subscribed before the first read of the row.
+    async with listen(outbox_group(item_id), receive=receive, watch=watch) as listener:
         while True:
             current = await _current(item_id)
             if current is None or current["status"] != Status.PENDING:
@@ -98,24 +93,13 @@ async def _wait_for_change(
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return current
-            timer = loop.call_later(min(remaining, POLL_SECONDS), listener.signal, TIMEOUT)
+            listener.signal_later(min(remaining, POLL_SECONDS), TIMEOUT)
             message = await listener.get()
             if message is CLOSED:
                 return None
             if isinstance(message, ApiError):
                 return message
-            timer.cancel()
-    finally:
-        if timer is not None:
-            timer.cancel()
-        disconnect.cancel()
-        unwatch()
-        listeners.leave(listener)
-
-
-async def _until_disconnect(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
+            listener.cancel_timer(TIMEOUT)
 
 
 def wait_for_decision(django_app: Any) -> Any:

@@ -10,15 +10,12 @@ from django.db.models import Count, DateTimeField, ExpressionWrapper, F, QuerySe
 from django.db.models.functions import Coalesce
 
 from apikeys.models import Workspace
+from config.api.timestamps import iso
 from outbox.exceptions import OutboxNotFound
-from outbox.models import DELIVERY_STATE, Delivery, OutboxItem, Status
+from outbox.models import DELIVERY_STATE, DeliveryState, OutboxItem, Status
 from outbox.parts import OutgoingParts, outgoing_parts
 
 DELIVERY_BY_STATE = {name: value for value, name in DELIVERY_STATE.items()}
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
 def delivery_record(item: OutboxItem) -> dict[str, Any]:
@@ -27,12 +24,12 @@ def delivery_record(item: OutboxItem) -> dict[str, Any]:
         "state": DELIVERY_STATE.get(item.delivery, item.delivery),
         "attempts": list(item.attempt_log or []),
         "next_attempt_at": (
-            _iso(item.next_attempt_at)
-            if item.delivery in (Delivery.QUEUED, Delivery.RETRYING)
+            iso(item.next_attempt_at)
+            if item.delivery in (DeliveryState.QUEUED, DeliveryState.RETRYING)
             else None
         ),
         "reply": item.relay_reply or None,
-        "delivered_at": _iso(item.delivered_at),
+        "delivered_at": iso(item.delivered_at),
     }
 
 

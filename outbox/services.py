@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import random
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -16,18 +17,20 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from apikeys.models import ApiKey, Membership
+from apikeys.models import ApiKey, Membership, role_may
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
+from config.api.timestamps import iso
+from events import services as events
+from events.models import Event
 from inboxes.models import ForwardSetter, Inbox
 from mail.models import Email, RawMessage
 from outbox import delivery as transport
 from outbox import mime
 from outbox.exceptions import InvalidState
-from outbox.models import Delivery, Kind, OutboxItem, Status
+from outbox.models import DeliveryState, Kind, OutboxItem, Status
 from outbox.parts import text_as_html
 from outbox.selectors import delivery_record
-from webhooks import events
 
 logger = logging.getLogger(__name__)
 
@@ -49,10 +52,6 @@ INTERRUPTED_HANDOVER = (
 )
 
 
-def _iso(moment: Any) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
-
-
 def outbound_record(item: OutboxItem) -> dict[str, Any]:
     """The item as the API and the ``outbound.*`` events show it."""
     return {
@@ -71,12 +70,17 @@ def outbound_record(item: OutboxItem) -> dict[str, Any]:
         "approval_required": item.approval_required,
         "decided_by": (item.decided_by.get_username() if item.decided_by_id else None),
         "decision_note": item.decision_note,
-        "decided_at": _iso(item.decided_at),
+        "decided_at": iso(item.decided_at),
         "message_id": item.message_id,
-        "created_at": _iso(item.created_at),
-        "sent_at": _iso(item.sent_at),
+        "created_at": iso(item.created_at),
+        "sent_at": iso(item.sent_at),
         "delivery": delivery_record(item),
     }
+
+
+def outbox_group(item_id: str) -> str:
+    """The channel-layer group of the waiters on one outbox item (``outbox.realtime``)."""
+    return f"outbox.{item_id}"
 
 
 def _emit(item: OutboxItem, event_type: str) -> None:
@@ -88,6 +92,7 @@ def _emit(item: OutboxItem, event_type: str) -> None:
             "outbound": outbound_record(item),
             "inbox": {"id": item.inbox_id, "address": item.inbox.address},
         },
+        wake=[outbox_group(item.pk)],  # and the waiters on the item (``?wait=``)
     )
 
 
@@ -116,7 +121,7 @@ def _mark_sent(item: OutboxItem) -> None:
     """Approved or needing no approval: the message goes to delivery (after commit)."""
     item.status = Status.SENT
     item.sent_at = timezone.now()
-    item.delivery = Delivery.QUEUED
+    item.delivery = DeliveryState.QUEUED
     item.next_attempt_at = timezone.now()
     transaction.on_commit(lambda: queue(item.pk))
 
@@ -210,7 +215,7 @@ def decide(
     What is approved is what goes out: an edited text replaces the HTML part, if there is one,
     with :func:`outbox.parts.text_as_html` of the edited text (the approval page says so before
     the click), and a forwarded copy, sent as received, takes no edits."""
-    if role not in ("owner", "admin"):
+    if not role_may(role, "admin"):
         raise Forbidden("Only an owner or an admin may decide.")
     now = timezone.now()
     with transaction.atomic():
@@ -266,7 +271,7 @@ def decide(
 
 def queue(item_id: str, countdown: float | None = None) -> None:
     """Hands delivery to a worker; in embedded mode (eager tasks) it runs right away."""
-    from outbox.tasks import deliver
+    from outbox.tasks import deliver  # local: outbox.tasks imports this module (a Celery cycle)
 
     try:
         deliver.apply_async((item_id,), countdown=countdown)
@@ -282,7 +287,7 @@ def _claim(item_id: str) -> bool:
         .filter(
             Q(leased_until__isnull=True) | Q(leased_until__lt=now),
             pk=item_id,
-            delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
+            delivery__in=[DeliveryState.QUEUED, DeliveryState.RETRYING],
             next_attempt_at__lte=now,
         )
         .update(leased_until=now + timedelta(seconds=settings.OUTBOX_LEASE_SECONDS))
@@ -328,11 +333,11 @@ def attempt_delivery(item_id: str) -> bool:
             failure = transport.Failure("no recipient accepted the message", permanent=True)
             _record_attempt(item, failure, notes)
         else:
-            _record_attempt(item, None, notes, state=Delivery.INTERNAL, reply=here)
+            _record_attempt(item, None, notes, state=DeliveryState.INTERNAL, reply=here)
         return True
     if transport.capturing():
         reply = "; ".join(filter(None, [CAPTURED_REPLY, here]))
-        _record_attempt(item, None, notes, state=Delivery.CAPTURED, reply=reply)
+        _record_attempt(item, None, notes, state=DeliveryState.CAPTURED, reply=reply)
         return True
 
     def handing_over() -> None:
@@ -360,7 +365,7 @@ def _record_attempt(
     failure: transport.Failure | None,
     notes: list[str],
     *,
-    state: str = Delivery.DONE,
+    state: str = DeliveryState.DONE,
     reply: str = "",
 ) -> None:
     """The outcome of an attempt, logged; a success is one UPDATE, sent the moment the relay
@@ -368,20 +373,20 @@ def _record_attempt(
     now = timezone.now()
     item.attempts += 1
     item.leased_until = item.handover_at = None
-    entry: dict[str, Any] = {"at": _iso(now), "reply": None, "error": None}
+    entry: dict[str, Any] = {"at": iso(now), "reply": None, "error": None}
     if failure is None:
         item.delivery, item.next_attempt_at = state, None
         item.error = "; ".join(notes)
         item.relay_reply = entry["reply"] = reply
-        if state != Delivery.CAPTURED:
+        if state != DeliveryState.CAPTURED:
             item.delivered_at = now
     elif not failure.permanent and item.attempts <= len(RETRY_SCHEDULE):
         delay = RETRY_SCHEDULE[item.attempts - 1] * random.uniform(0.9, 1.1)
-        item.delivery = Delivery.RETRYING
+        item.delivery = DeliveryState.RETRYING
         item.next_attempt_at = now + timedelta(seconds=delay)
         item.error = entry["error"] = "; ".join([*notes, failure.message])
     else:
-        item.delivery, item.next_attempt_at = Delivery.FAILED, None
+        item.delivery, item.next_attempt_at = DeliveryState.FAILED, None
         item.status = Status.FAILED
         item.error = entry["error"] = "; ".join([*notes, failure.message])
     item.attempt_log = [*(item.attempt_log or []), entry][-MAX_ATTEMPT_LOG:]
@@ -393,7 +398,7 @@ def _record_attempt(
             _emit(item, OUTBOUND_FAILED)
     else:
         item.save(update_fields=fields)
-    if item.delivery == Delivery.RETRYING:
+    if item.delivery == DeliveryState.RETRYING:
         from config.celery import app
 
         if not app.conf.task_always_eager:
@@ -411,7 +416,7 @@ def sweep() -> int:
     eager = app.conf.task_always_eager
     due = OutboxItem.objects.unscoped().filter(  # the sweeper looks at every workspace
         Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-        delivery__in=[Delivery.QUEUED, Delivery.RETRYING],
+        delivery__in=[DeliveryState.QUEUED, DeliveryState.RETRYING],
         next_attempt_at__lte=now if eager else now - SWEEP_GRACE,
     )
     ids = list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:200])
@@ -508,11 +513,15 @@ def forward(*, inbox: Inbox, email: Email, raw: bytes) -> OutboxItem | None:
     return item
 
 
-@events.on_record
-def forward_received(event: Any) -> None:
-    """In the transaction of ``email.received``: the copy for the inbox's ``forward_to``."""
-    if event.type != events.EMAIL_RECEIVED:
-        return
+def forward_received(records: Sequence[Event]) -> None:
+    """In the transaction of ``email.received``: the copy for the inbox's ``forward_to``
+    (an ``events.on_record`` hook that emits, registered by ``OutboxConfig.ready``)."""
+    for event in records:
+        if event.type == events.EMAIL_RECEIVED:
+            _forward_received(event)
+
+
+def _forward_received(event: Event) -> None:
     inbox = getattr(event, "hints", {}).get("inbox")
     if inbox is None:
         inbox = (

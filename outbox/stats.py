@@ -2,10 +2,10 @@
 
 It summarises every resource app (inboxes, mail, the outbox, webhook deliveries and the event
 log), each counted by its own app's selectors, so it lives in the app above all of them: outbox
-imports mail, inboxes and webhooks and nothing imports outbox (docs/architecture.md). Every count
-reads an index or a maintained counter, never a scan: email totals and unread counts come from
-the inboxes' counters, the last-24-hours count from ``(workspace, received_at)``, recent events
-from the log's ``(workspace_id, -id)``.
+imports mail, inboxes, webhooks and events, and nothing imports outbox (docs/architecture.md).
+Every count reads an index or a maintained counter, never a scan: email totals and unread counts
+come from the inboxes' counters, the last-24-hours count from ``(workspace, received_at)``, recent
+events from the log's ``(workspace_id, -id)``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from events import selectors as event_selectors
 from inboxes import selectors as inbox_selectors
 from mail import selectors as mail_selectors
 from outbox import selectors as outbox_selectors
@@ -51,7 +52,7 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
                 "created_at": event.created_at,
                 "data": event.data,
             }
-            for event in webhook_selectors.event_recent(workspace, RECENT_EVENTS)
+            for event in event_selectors.event_recent(workspace.pk, RECENT_EVENTS)
         ],
     }
 

@@ -19,14 +19,13 @@ from django.shortcuts import redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
-from apikeys.dashboard import member_required
-from apikeys.models import Membership, Role
+from apikeys.dashboard import may, member_required
+from apikeys.models import MANAGER_ROLES, Membership
 from config.api.errors import ApiError, NotFound
 from outbox import selectors, services
 from outbox.forms import ApproveForm, RejectForm
 from outbox.models import OutboxItem, Status
 
-DECIDERS = (Role.OWNER, Role.ADMIN)
 QUEUE_PAGE_SIZE = 50
 HISTORY_PAGE_SIZE = 25
 OUTGOING_PAGE_SIZE = 25
@@ -59,7 +58,7 @@ def approvals(request: HttpRequest) -> HttpResponse:
     page = Paginator(queue, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "page": page,
-        "decides": membership.role in DECIDERS,
+        "decides": may(request, "admin"),
         "approval_hours": settings.OUTBOX_APPROVAL_HOURS,
     }
     return render(request, "outbox/queue.html", context)
@@ -115,9 +114,8 @@ def _item_page(
     reject_form: RejectForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    membership = _membership(request)
     pending = item.status == Status.PENDING
-    decides = membership.role in DECIDERS
+    decides = may(request, "admin")
     context: dict[str, Any] = {
         "item": item,
         "parts": selectors.outbox_parts(item),
@@ -152,7 +150,7 @@ def approval_detail(request: HttpRequest, item_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=DECIDERS)
+@member_required(roles=MANAGER_ROLES)
 def approval_decide(request: HttpRequest, item_id: str) -> HttpResponse:
     """The decision without JavaScript: the same ``services.decide`` as the API, CSRF-checked."""
     item = _item_or_none(request, item_id)

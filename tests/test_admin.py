@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from apikeys import services as key_services
 from apikeys.models import ApiKey, Invitation, Membership, Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Domain, Inbox
 from labels.models import EmailLabel, Label, LabelFeedback
@@ -25,11 +26,11 @@ from outbox.models import OutboxItem
 from tests.factories import UserFactory
 from tests.mail.messages import PDF, message
 from webhooks import services as webhook_services
-from webhooks.models import Attempt, Delivery, Endpoint, Event
+from webhooks.models import Attempt, Delivery, Endpoint
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = ("apikeys", "inboxes", "mail", "labels", "outbox", "webhooks")
+OUR_APPS = ("events", "apikeys", "inboxes", "mail", "labels", "outbox", "webhooks")
 RAW_MARKER = "X-Only-In-The-Raw-Bytes"
 OUTBOX_RAW_MARKER = b"outbox-raw-bytes-never-shown"
 

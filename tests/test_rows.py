@@ -23,11 +23,11 @@ from config.rows import (
 from config.rows import (
     _fields as inserted_fields,
 )
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import EmailLabel, Label
 from mail.models import Attachment, Email, RawMessage
-from webhooks.models import Event
 
 AT = datetime(2026, 11, 24, 12, 30, 15, 123456, tzinfo=UTC)
 

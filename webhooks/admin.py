@@ -1,8 +1,8 @@
-"""Operator admin for the event log, webhook endpoints, deliveries and attempts.
+"""Operator admin for webhook endpoints, deliveries and attempts.
 
 The signing secret is stored encrypted and never shown, not even as ciphertext; endpoints are
-created by POST /webhooks or the dashboard, which hand the secret out once. The event log and
-the delivery log are written by ``emit()`` and the workers only, so they are read-only here.
+created by POST /webhooks or the dashboard, which hand the secret out once. The delivery log is
+written by the fan-out and the workers only, so it is read-only here.
 """
 
 from __future__ import annotations
@@ -14,17 +14,7 @@ from django.db import models
 from django.http import HttpRequest
 
 from config.admin import ReadOnlyAdmin
-from webhooks.models import Attempt, Delivery, Endpoint, Event
-
-
-@admin.register(Event)
-class EventAdmin(ReadOnlyAdmin):
-    list_display = ["id", "type", "workspace_id", "inbox_id", "prev_id", "created_at"]
-    list_filter = ["type"]
-    search_fields = ["=id", "workspace_id", "inbox_id", "type"]
-    readonly_fields = ["id", "created_at"]
-    date_hierarchy = "created_at"
-    ordering = ["-id"]
+from webhooks.models import Attempt, Delivery, Endpoint
 
 
 class AttemptInline(admin.TabularInline):

@@ -1,6 +1,5 @@
-"""The event log (every event, once, written in the transaction of the change it describes), and
-webhook endpoints, their deliveries and every attempt. The stream, webhooks and /stats read the
-log; deliveries are created from it in the same transaction, so none is ever lost.
+"""Webhook endpoints, their deliveries and every attempt. Deliveries are created from the event
+log (``events.Event``) in the transaction that records each event, so none is ever lost.
 """
 
 from __future__ import annotations
@@ -9,34 +8,6 @@ from django.db import models
 
 from config.api.ids import new_id
 from config.tenancy import Tenancy, TenantManager
-
-
-class Event(models.Model):
-    """One thing that happened, as a plain dict (never a model reference): the log is the truth."""
-
-    # A database sequence: stream clients resume after the last ``id`` they saw.
-    id = models.BigAutoField(primary_key=True)
-    workspace_id = models.CharField(max_length=32)
-    inbox_id = models.CharField(max_length=32, blank=True, default="")
-    type = models.CharField(max_length=40)
-    # The previous event of the same inbox (see webhooks.events): listeners detect gaps with it.
-    prev_id = models.BigIntegerField(null=True, blank=True)
-    data = models.JSONField(default=dict)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-
-    objects = TenantManager()
-    tenancy = Tenancy("workspace")
-
-    class Meta:
-        indexes = [
-            # Stream replay: an inbox's events after a given id.
-            models.Index(fields=["inbox_id", "id"], name="event_inbox_seq"),
-            # /stats recent events of a workspace.
-            models.Index(fields=["workspace_id", "-id"], name="event_ws_recent"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.type} #{self.pk}"
 
 
 def _whk_id() -> str:

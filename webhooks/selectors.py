@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.apps import apps
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from apikeys.models import Workspace
 from config.api.errors import ValidationFailed
+from inboxes.models import Inbox
+from labels.models import Label
 from webhooks.exceptions import DeliveryNotFound, EndpointNotFound, UnknownLabelKey
-from webhooks.models import Attempt, Delivery, Endpoint, Event
+from webhooks.models import Attempt, Delivery, Endpoint
 
 
 def endpoint_list(workspace: Workspace) -> QuerySet[Endpoint]:
@@ -40,9 +41,8 @@ def delivery_get(endpoint: Endpoint, delivery_id: str) -> Delivery:
 
 
 def inbox_ids_resolve(workspace: Workspace, refs: list[str]) -> list[str]:
-    """Inbox ids for ids or addresses of the workspace's inboxes (inboxes by string reference:
-    webhooks import no domain app); another workspace's inbox is a validation error."""
-    Inbox = apps.get_model("inboxes", "Inbox")
+    """Inbox ids for ids or addresses of the workspace's inboxes; another workspace's inbox is
+    a validation error."""
     resolved, issues = [], []
     for index, ref in enumerate(refs):
         lookup = {"address": ref.lower()} if "@" in ref else {"pk": ref}
@@ -58,7 +58,6 @@ def inbox_ids_resolve(workspace: Workspace, refs: list[str]) -> list[str]:
 
 
 def label_keys_check(workspace: Workspace, keys: list[str]) -> list[str]:
-    Label = apps.get_model("labels", "Label")
     known = set(
         Label.objects.filter(workspace=workspace, key__in=keys).values_list("key", flat=True)
     )
@@ -101,7 +100,6 @@ def recent_deliveries(endpoint: Endpoint, limit: int = 50) -> list[Delivery]:
 
 def inbox_choices(workspace: Workspace) -> list[tuple[str, str]]:
     """``(id, address)`` of the workspace's inboxes, for the endpoint filter."""
-    Inbox = apps.get_model("inboxes", "Inbox")
     return list(
         Inbox.objects.filter(workspace=workspace).order_by("address").values_list("pk", "address")
     )
@@ -109,7 +107,6 @@ def inbox_choices(workspace: Workspace) -> list[tuple[str, str]]:
 
 def label_key_choices(workspace: Workspace) -> list[tuple[str, str]]:
     """``(key, name)`` of the workspace's labels, for the endpoint filter."""
-    Label = apps.get_model("labels", "Label")
     return list(
         Label.objects.filter(workspace=workspace).order_by("key").values_list("key", "name")
     )
@@ -155,8 +152,3 @@ def webhook_health(
     attempted = total - by_status["pending"]
     rate = by_status["succeeded"] / attempted if attempted else None
     return WebhookHealth(by_status=by_status, total=total, attempted=attempted, rate=rate)
-
-
-def event_recent(workspace: Workspace, limit: int) -> list[Event]:
-    """The workspace's newest ``limit`` events, newest first (the ``(workspace_id, -id)`` index)."""
-    return list(Event.objects.filter(workspace_id=workspace.pk).order_by("-id")[:limit])

@@ -24,11 +24,13 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from config.api.timestamps import iso
 from config.changes import save_changes
 from config.rows import placeholders, select_rows
+from events.models import Event
 from webhooks import secrets, sender
 from webhooks.exceptions import EndpointNotFound
-from webhooks.models import Attempt, Delivery, DeliveryStatus, Endpoint, Event
+from webhooks.models import Attempt, Delivery, DeliveryStatus, Endpoint
 
 logger = logging.getLogger(__name__)
 
@@ -93,12 +95,8 @@ def endpoint_delete(*, endpoint: Endpoint) -> None:
 # --- fan-out --------------------------------------------------------------------------------------
 
 
-def _iso(moment: Any) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
-
-
 def _body(delivery_id: str, event_type: str, created_at: Any, data: dict) -> str:
-    payload = {"id": delivery_id, "type": event_type, "created_at": _iso(created_at), "data": data}
+    payload = {"id": delivery_id, "type": event_type, "created_at": iso(created_at), "data": data}
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -146,7 +144,8 @@ def _save_and_queue(deliveries: list[Delivery]) -> list[Delivery]:
 
 def fan_out(records: Sequence[Event]) -> list[Delivery]:
     """Deliveries for every enabled endpoint that wants each event (in the events' transaction;
-    one read of the endpoints and one insert for the whole batch)."""
+    one read of the endpoints and one insert for the whole batch): the ``events.on_record``
+    hook registered by ``WebhooksConfig.ready``."""
     wanted = [event for event in records if event.type in WEBHOOK_EVENTS]
     if not wanted:
         return []
@@ -169,7 +168,7 @@ def queue(delivery_id: str, countdown: float | None = None) -> None:
     """Hands the delivery to a worker. Embedded mode (eager tasks) leaves it to the sweeper,
     so an HTTP call never runs inside the request or SMTP transaction that caused it."""
     from config.celery import app
-    from webhooks.tasks import deliver
+    from webhooks.tasks import deliver  # local: webhooks.tasks imports this module (Celery cycle)
 
     if app.conf.task_always_eager:
         return

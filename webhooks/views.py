@@ -16,14 +16,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from apikeys.dashboard import member_required
-from apikeys.models import Membership, Role, Workspace
+from apikeys.dashboard import may, member_required
+from apikeys.models import MANAGER_ROLES, Membership, Workspace
 from config.api.errors import ApiError, NotFound
 from webhooks import selectors, services
 from webhooks.forms import EndpointForm
 from webhooks.models import DeliveryStatus, Endpoint
 
-MANAGERS = (Role.OWNER, Role.ADMIN)
 # The plain secret waits here between the create POST and the page that shows it, once.
 SECRET_SESSION_KEY = "webhooks.new_secret"
 
@@ -71,12 +70,12 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
     membership = _membership(request)
     context = {
         "endpoints": list(selectors.endpoint_list_with_last_delivery(membership.workspace)),
-        "manages": membership.role in MANAGERS,
+        "manages": may(request, "admin"),
     }
     return render(request, "webhooks/list.html", context)
 
 
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def webhook_new(request: HttpRequest) -> HttpResponse:
     """Creates an endpoint; its secret is shown once, on the next page."""
     workspace = _membership(request).workspace
@@ -122,7 +121,7 @@ def webhook_detail(request: HttpRequest, endpoint_id: str) -> HttpResponse:
             d.status in (DeliveryStatus.PENDING, DeliveryStatus.RETRYING) for d in deliveries
         ),
         "inbox_addresses": [inboxes.get(i, i) for i in endpoint.inbox_ids],
-        "manages": membership.role in MANAGERS,
+        "manages": may(request, "admin"),
     }
     response = render(request, "webhooks/detail.html", context)
     if secret:
@@ -130,7 +129,7 @@ def webhook_detail(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     return response
 
 
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def webhook_edit(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     """Changes the URL, events, filters or state of an endpoint (the secret stays)."""
     workspace = _membership(request).workspace
@@ -158,7 +157,7 @@ def webhook_edit(request: HttpRequest, endpoint_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def webhook_toggle(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     """Enables a disabled endpoint or disables an enabled one."""
     endpoint = _endpoint(_membership(request).workspace, endpoint_id)
@@ -171,7 +170,7 @@ def webhook_toggle(request: HttpRequest, endpoint_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def webhook_delete(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     """Deletes the endpoint with its delivery log."""
     endpoint = _endpoint(_membership(request).workspace, endpoint_id)
@@ -182,7 +181,7 @@ def webhook_delete(request: HttpRequest, endpoint_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def webhook_test(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     """Queues a ``webhook.test`` delivery; it shows up in the log."""
     endpoint = _endpoint(_membership(request).workspace, endpoint_id)
@@ -193,7 +192,7 @@ def webhook_test(request: HttpRequest, endpoint_id: str) -> HttpResponse:
 
 
 @require_POST
-@member_required(roles=MANAGERS)
+@member_required(roles=MANAGER_ROLES)
 def webhook_replay(request: HttpRequest, endpoint_id: str, delivery_id: str) -> HttpResponse:
     """Sends a delivery again: same id and body, new signature, a new series of attempts."""
     endpoint = _endpoint(_membership(request).workspace, endpoint_id)

@@ -17,6 +17,27 @@ class EmailFacts:
     text: str  # the text body, or the HTML rendered to text when there is none
 
 
+class StoredEmail(Protocol):
+    """What ``facts_of`` reads of a stored email (a ``mail.Email``; labels never import mail)."""
+
+    from_address: str
+    from_name: str
+    subject: str
+
+    @property
+    def plain_text(self) -> str: ...
+
+
+def facts_of(email: StoredEmail) -> EmailFacts:
+    """The classifier's facts of a stored email: the one place they are built."""
+    return EmailFacts(
+        from_address=email.from_address,
+        from_name=email.from_name,
+        subject=email.subject,
+        text=email.plain_text,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Example:
     """A labelled example from the workspace: ``positive`` is whether the label applies."""

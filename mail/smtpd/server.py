@@ -2,7 +2,7 @@
 
 - RCPT: unknown or expired inboxes are refused here (``550 5.1.1``), more than
   ``MAX_RECIPIENTS`` recipients get ``452 4.5.3``.
-- DATA: the message is parsed and extracted (up to ``PREPARE_IN_SESSION_BYTES``, with a
+- DATA: the message is parsed and extracted (up to ``DIGEST_IN_SESSION_BYTES``, with a
   writer process) and joins the process's :class:`GroupCommit`: the messages of concurrent
   sessions are stored together, one transaction per batch (``pipeline.receive_many``) in the
   writer process (``mail.smtpd.writer``; a worker thread in embedded mode), and each session gets
@@ -49,7 +49,7 @@ MAX_RECIPIENTS = 100
 # are parsed by the writer: the event loop that every session shares would stall for as long
 # (~80 ms for the worst hostile message cut to 128 KB). A writer thread parses everything: it
 # shares the event loop's interpreter (and GIL) anyway.
-PREPARE_IN_SESSION_BYTES = 128 * 1024
+DIGEST_IN_SESSION_BYTES = 128 * 1024
 
 
 def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -81,17 +81,17 @@ class GroupCommit:
     ) -> None:
         self.writer = writer
         self.max_messages, self.max_bytes = max_messages, max_bytes
-        self.waiting: list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Delivery]]]] = []
+        self.waiting: list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Receipt]]]] = []
         self.task: asyncio.Task[None] | None = None
 
-    async def store(self, incoming: pipeline.Incoming) -> list[pipeline.Delivery]:
-        future: asyncio.Future[list[pipeline.Delivery]] = asyncio.get_running_loop().create_future()
+    async def store(self, incoming: pipeline.Incoming) -> list[pipeline.Receipt]:
+        future: asyncio.Future[list[pipeline.Receipt]] = asyncio.get_running_loop().create_future()
         self.waiting.append((incoming, future))
         if self.task is None or self.task.done():
             self.task = asyncio.create_task(self._write())
         return await future
 
-    def _take(self) -> list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Delivery]]]]:
+    def _take(self) -> list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Receipt]]]]:
         size, count = 0, 0
         for incoming, _ in self.waiting:
             if count and (count >= self.max_messages or size + len(incoming.raw) > self.max_bytes):
@@ -104,7 +104,7 @@ class GroupCommit:
         while self.waiting:
             batch = self._take()
             messages = [incoming for incoming, _ in batch]
-            outcomes: list[list[pipeline.Delivery] | BaseException]
+            outcomes: list[list[pipeline.Receipt] | BaseException]
             try:
                 outcomes = list(await self.writer.store(messages))
             except WriterLost as exc:
@@ -123,7 +123,7 @@ class GroupCommit:
                 else:
                     future.set_result(outcome)
 
-    async def _alone(self, incoming: pipeline.Incoming) -> list[pipeline.Delivery] | BaseException:
+    async def _alone(self, incoming: pipeline.Incoming) -> list[pipeline.Receipt] | BaseException:
         try:
             return (await self.writer.store([incoming]))[0]
         except Exception as exc:
@@ -165,7 +165,7 @@ class Handler:
 
     def __init__(self, writer: BatchWriter) -> None:
         self.group_commit = GroupCommit(writer)
-        self.prepare_here = writer.prepare_before  # see PREPARE_IN_SESSION_BYTES
+        self.digest_in_session = writer.digest_in_session  # see DIGEST_IN_SESSION_BYTES
         self.admitted = AdmittedInboxes()
         self.connections: Counter[str] = Counter()  # open sessions per client IP address
         self.protocol_state = SessionTemplate()  # every session after the first is set up from it
@@ -204,20 +204,20 @@ class Handler:
             rcpt_tos=list(envelope.rcpt_tos),
             admitted=getattr(envelope, "admitted", None),
         )
-        if self.prepare_here and len(incoming.raw) <= PREPARE_IN_SESSION_BYTES:
+        if self.digest_in_session and len(incoming.raw) <= DIGEST_IN_SESSION_BYTES:
             try:
-                incoming = pipeline.prepared(incoming)
+                incoming = pipeline.digested(incoming)
             except Exception:  # never expected (parsing takes any bytes): the writer tries again
-                logger.exception("could not prepare a message; the writer will")
+                logger.exception("could not digest a message; the writer will")
         try:
-            deliveries = await self.group_commit.store(incoming)
+            receipts = await self.group_commit.store(incoming)
         except Exception:
             logger.exception("receive failed; answering 451 so the sender retries")
             return "451 4.3.0 Temporary failure, try again later"
-        stored = [d for d in deliveries if d.email_id]
+        stored = [d for d in receipts if d.email_id]
         if stored:
             return f"250 2.0.0 OK {stored[0].email_id}"
-        refusal = next((d.refusal for d in deliveries if d.refusal), pipeline.NO_SUCH_INBOX)
+        refusal = next((d.refusal for d in receipts if d.refusal), pipeline.NO_SUCH_INBOX)
         return refusal.smtp_reply
 
 

@@ -5,9 +5,9 @@ answers every session of the batch when it returns. Two writers do that:
 
 - :class:`ProcessWriter` (``SMTP_WRITER=process``, the smtpd's default on PostgreSQL): one child
   process, spawned when the smtpd starts, with Django set up, runs every batch (rules, store,
-  commit, wake-ups; parse and extract too for a message the smtpd did not prepare). The smtpd's
-  own process keeps the SMTP sessions and prepares each message of up to 128 KB as its DATA
-  ends (``server.PREPARE_IN_SESSION_BYTES``), so the two work on two batches at once. In one
+  commit, wake-ups; parse and extract too for a message the smtpd did not digest). The smtpd's
+  own process keeps the SMTP sessions and digests each message of up to 128 KB as its DATA
+  ends (``server.DIGEST_IN_SESSION_BYTES``), so the two work on two batches at once. In one
   process the sessions' event loop and the writing thread took turns at the GIL: every socket
   call of either side handed it over (~64 futex calls a message), and a batch waited for the
   loop at each of its dozen database round trips. Measured with the ingest benchmark, simple
@@ -46,7 +46,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from mail.pipeline import Delivery, Incoming
+    from mail.pipeline import Incoming, Receipt
 
 logger = logging.getLogger(__name__)
 
@@ -61,16 +61,16 @@ class WriterLost(Exception):
 class BatchWriter(Protocol):
     # Whether the smtpd should parse and extract a message before handing it over: only when
     # the writer runs beside the event loop rather than sharing its interpreter (and GIL).
-    prepare_before: bool
+    digest_in_session: bool
 
     async def start(self) -> None: ...
 
-    async def store(self, messages: Sequence[Incoming]) -> list[list[Delivery]]: ...
+    async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt]]: ...
 
     async def close(self) -> None: ...
 
 
-def _write(messages: Sequence[Incoming]) -> list[list[Delivery]]:
+def _write(messages: Sequence[Incoming]) -> list[list[Receipt]]:
     """One batch, in the writer's thread or process; the connection left healthy or closed."""
     from config.db import release_connections
     from mail import pipeline
@@ -84,12 +84,12 @@ def _write(messages: Sequence[Incoming]) -> list[list[Delivery]]:
 class ThreadWriter:
     """Batches written by a worker thread of the smtpd's own process."""
 
-    prepare_before = False
+    digest_in_session = False
 
     async def start(self) -> None:
         return None
 
-    async def store(self, messages: Sequence[Incoming]) -> list[list[Delivery]]:
+    async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt]]:
         from asgiref.sync import sync_to_async
 
         return await sync_to_async(_write, thread_sensitive=False)(messages)
@@ -137,7 +137,7 @@ def _child_started(parent: int) -> None:
 class ProcessWriter:
     """Batches written by one child process of the smtpd (see the module docstring)."""
 
-    prepare_before = True
+    digest_in_session = True
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
@@ -157,7 +157,7 @@ class ProcessWriter:
         self._pool = self._new_pool()
         await self.store([])
 
-    async def store(self, messages: Sequence[Incoming]) -> list[list[Delivery]]:
+    async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt]]:
         if self._pool is None:
             self._pool = self._new_pool()
         pool = self._pool

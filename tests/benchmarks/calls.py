@@ -68,9 +68,9 @@ async def measure(
     from django.db import close_old_connections, connection
     from django.utils import timezone
 
+    from events import hub
     from inboxes.models import Inbox
     from mail import realtime
-    from webhooks import hub
 
     inbox_id, _ = fixtures.inboxes[-1]
     inbox = await sync_to_async(Inbox.objects.select_related("workspace").get)(pk=inbox_id)

@@ -94,8 +94,8 @@ def create_fixtures(count: int) -> Fixtures:
     from django.db import connection
 
     from apikeys.services import ALL_SCOPES, api_key_create, workspace_get_or_create
+    from events.wake import inbox_group
     from inboxes.services import inbox_create
-    from webhooks.events import inbox_group
 
     started = time.monotonic()
     workspace = workspace_get_or_create(name="Benchmark")

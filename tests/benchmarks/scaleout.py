@@ -141,10 +141,11 @@ def _follow(
 
 def run_shape(name: str, shape: Shape, messages: int, receiver: Receiver) -> dict[str, Any]:
     from apikeys.services import ALL_SCOPES, api_key_create, workspace_get_or_create
+    from events.models import Event
     from inboxes.services import inbox_create
     from mail.models import Email
     from webhooks import services as webhook_services
-    from webhooks.models import Delivery, Event
+    from webhooks.models import Delivery
 
     workspace = workspace_get_or_create(name=f"scaleout {name}")
     key = api_key_create(workspace=workspace, name="so", scopes=ALL_SCOPES).plain

@@ -401,7 +401,7 @@ def _message_id(raw: bytes) -> str:
 def _check(
     items: list[Item], arrivals: list[Arrival], figures: Figures, killed_at: list[float]
 ) -> None:
-    from outbox.models import Delivery, OutboxItem, Status
+    from outbox.models import DeliveryState, OutboxItem, Status
 
     rows = {
         row.pk: row
@@ -419,10 +419,10 @@ def _check(
         copies[item.id].append(arrival)
     figures.sink_messages = len(arrivals)
     expected = {
-        "approve": (Status.SENT, Delivery.DONE),
-        "reject": (Status.REJECTED, Delivery.WAITING),
-        "expire": (Status.EXPIRED, Delivery.WAITING),
-        "pending": (Status.PENDING, Delivery.WAITING),
+        "approve": (Status.SENT, DeliveryState.DONE),
+        "reject": (Status.REJECTED, DeliveryState.WAITING),
+        "expire": (Status.EXPIRED, DeliveryState.WAITING),
+        "pending": (Status.PENDING, DeliveryState.WAITING),
     }
     for item in items:
         row, got = rows[item.id], copies.get(item.id, [])
@@ -500,7 +500,7 @@ def run(
 
     from config.celery import app
     from outbox import services
-    from outbox.models import Delivery, OutboxItem
+    from outbox.models import DeliveryState, OutboxItem
 
     run_id = uuid.uuid4().hex[:8]
     queue = f"chaos-gate-{run_id}"
@@ -597,7 +597,7 @@ def run(
         progress = (-1, time.monotonic())
         while time.monotonic() - progress[1] < stall_limit:
             arrivals = sink.snapshot()
-            done = approved.filter(delivery=Delivery.DONE).count()
+            done = approved.filter(delivery=DeliveryState.DONE).count()
             if done == len(wanted) and wanted <= {_message_id(a.raw) for a in arrivals}:
                 break
             if len(arrivals) + done > progress[0]:

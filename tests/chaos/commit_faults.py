@@ -110,9 +110,9 @@ def _send(port: int, raw: bytes, to: str) -> tuple[int, str]:
 
 
 def run(database_name: str, inbox_id: str, address: str, *, attempts: int) -> list[Result]:
+    from events.models import Event
     from inboxes.models import Inbox
     from mail.models import Attachment, Email, RawMessage
-    from webhooks.models import Event
 
     if embedded():  # the SMTP front door of the one `manage.py serve` process
         stack = Stack(database_name)

@@ -263,7 +263,7 @@ def run_stream(
     limit_s: float = 180.0,
 ) -> StreamFigures:
     """``events`` messages at about ``rate`` per second; ``restarts`` web restarts among them."""
-    from webhooks.models import Event
+    from events.models import Event
 
     inbox_id, address, key = inbox
     figures = StreamFigures(events=events)

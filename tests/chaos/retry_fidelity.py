@@ -138,7 +138,7 @@ class Figures:
 
 
 def _emit(workspace_id: str, count: int, run_id: str, kind: str) -> None:
-    from webhooks import events as hub
+    from events import services as hub
 
     for start in range(0, count, 100):
         hub.emit_many(

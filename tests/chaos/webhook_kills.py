@@ -1,6 +1,6 @@
 """Scenario 3 of the fault issue: webhooks at least once, never twice at the same time.
 
-Events are emitted (``webhooks.events.emit_many``, in batches, at a steady rate) for one
+Events are emitted (``events.services.emit_many``, in batches, at a steady rate) for one
 endpoint whose URL is a real HTTP receiver on 127.0.0.1. The receiver answers ``500`` to the
 first request of each delivery id and ``200`` to every later one, and tracks the requests in
 flight per ``Service-Delivery``: a request that arrives while another of the same delivery is in
@@ -179,7 +179,7 @@ def run(
 
     from apikeys.services import workspace_get_or_create
     from config.celery import app
-    from webhooks import events as hub
+    from events import services as hub
     from webhooks import services
     from webhooks.models import Delivery, DeliveryStatus
 

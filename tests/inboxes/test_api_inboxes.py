@@ -10,11 +10,11 @@ import time_machine
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from events.models import Event
 from inboxes import services
 from inboxes.models import Inbox
 from tests.conftest import Api, error_of
 from tests.dns_server import verified_domain
-from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
 

@@ -6,13 +6,13 @@ import pytest
 
 from apikeys.models import Workspace
 from config.api.errors import ValidationFailed
+from events.models import Event
 from inboxes import services as inbox_services
 from labels.models import EmailLabel, Label, LabelFeedback
 from mail import pipeline
 from mail.models import Email
 from tests.conftest import Api, error_of
 from tests.mail.messages import message
-from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
 

@@ -12,6 +12,7 @@ import time_machine
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import EmailLabel, Label
@@ -20,7 +21,6 @@ from mail.models import Email
 from tests.conftest import Api
 from tests.labels.fake_llm import FakeLLM, Reply, completion, token
 from tests.mail.messages import message
-from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
 

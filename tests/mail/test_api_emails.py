@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import Label
@@ -15,7 +16,6 @@ from mail import pipeline
 from mail.models import Attachment, Email, RawMessage
 from tests.conftest import Api, error_of
 from tests.mail.messages import PDF, message
-from webhooks.models import Event
 
 pytestmark = pytest.mark.django_db
 

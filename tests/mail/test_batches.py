@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline
@@ -22,7 +23,6 @@ from mail.smtpd.writer import ThreadWriter
 from tests.conftest import SmtpServer
 from tests.dns_server import verified_domain
 from tests.mail.messages import message
-from webhooks.models import Event
 
 
 def _incoming(to: list[str], subject: str, sender: str = "a@shop.example") -> pipeline.Incoming:
@@ -276,22 +276,22 @@ def test_inboxes_locked_reads_whole_rows_with_their_workspace_and_locks_them(
                 other.close()
 
 
-def test_a_message_prepared_before_its_batch_is_stored_as_one_prepared_in_it(
+def test_a_message_digested_before_its_batch_is_stored_as_one_digested_in_it(
     db: None, workspace: Workspace
 ) -> None:
-    """``pipeline.prepared`` (what the smtpd does as DATA ends, with a writer process) gives the
-    very rows that parsing in the batch gives; a prepared message is not parsed again."""
+    """``pipeline.digested`` (what the smtpd does as DATA ends, with a writer process) gives the
+    very rows that parsing in the batch gives; a digested message is not parsed again."""
     from mail.message.parsing import parse_message
 
-    inbox = inbox_services.inbox_create(workspace=workspace, local_part="prepared")
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="digested")
     raw = message(
         to=inbox.address, subject="Your code is 482913", html="<p><a href='https://x.test/v'>v</a>"
     )
     now = timezone.now()
     plain = pipeline.Incoming(raw, "a@shop.example", [inbox.address], received_at=now)
-    ready = pipeline.prepared(plain)
-    assert ready.prepared is not None and ready.received_at == now
-    assert pipeline.prepared(ready) is ready
+    ready = pipeline.digested(plain)
+    assert ready.digest is not None and ready.received_at == now
+    assert pipeline.digested(ready) is ready
     first = pipeline.receive_many([plain])[0][0]
     second = pipeline.receive_many([ready])[0][0]
     skip = {"id", "created_at", "updated_at", "announced_at"}
@@ -302,8 +302,8 @@ def test_a_message_prepared_before_its_batch_is_stored_as_one_prepared_in_it(
 
     assert row(first.email_id) == row(second.email_id)
     assert row(second.email_id)["extracted"]["code"] == "482913"
-    untouched = parse_message(raw)  # and the batch used the prepared parse, not a new one
-    ready.prepared.parsed.subject = "changed after preparing"  # type: ignore[union-attr]
+    untouched = parse_message(raw)  # and the batch used the digested parse, not a new one
+    ready.digest.parsed.subject = "changed after digesting"  # type: ignore[union-attr]
     third = pipeline.receive_many([ready])[0][0]
-    assert Email.objects.get(pk=third.email_id).subject == "changed after preparing"
+    assert Email.objects.get(pk=third.email_id).subject == "changed after digesting"
     assert untouched.subject == "Your code is 482913"

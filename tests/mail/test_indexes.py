@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from django.db import connection, models
 
+from events.models import Event
 from labels.models import EmailLabel
 from mail.models import Attachment, Email, RawMessage
-from webhooks.models import Event
 
 HOT_TABLES = [Email, RawMessage, Attachment, EmailLabel, Event]
 WITH_FOREIGN_KEYS = [Email, RawMessage, Attachment, EmailLabel]  # the log's ids are plain columns

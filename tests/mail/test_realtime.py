@@ -15,12 +15,12 @@ import pytest
 
 from apikeys import services as key_services
 from apikeys.models import Workspace
+from events import services as events
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import Label
 from tests.live import Stack, sse_events
 from tests.mail.messages import message
-from webhooks import events
 
 
 @pytest.fixture(scope="module")
@@ -349,7 +349,7 @@ def test_resuming_far_behind_gets_the_whole_backlog(stack: Stack, setup: tuple[I
     missed events are older than the hub's sweep looks back, so only the replay can carry them."""
     from django.utils import timezone
 
-    from webhooks.models import Event
+    from events.models import Event
 
     inbox, key = setup
     before = Event.objects.filter(inbox_id=inbox.pk).order_by("-id").first()

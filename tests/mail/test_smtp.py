@@ -11,6 +11,7 @@ import time_machine
 from django.utils import timezone
 
 from apikeys.models import Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import selectors
@@ -18,7 +19,6 @@ from mail.models import Attachment, Email, RawMessage
 from tests.conftest import Api, SmtpServer
 from tests.dns_server import verified_domain
 from tests.mail.messages import PDF, PNG, message
-from webhooks.models import Event
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from channels.testing import ApplicationCommunicator
 
 from apikeys.models import Workspace
 from config.asgi import application
+from events.models import Event
 from inboxes import services as inbox_services
 from mail import pipeline
 from tests.mail.messages import message
-from webhooks.models import Event
 
 
 async def _stream(path: str, query: str, key: str) -> tuple[int, bytes, float]:

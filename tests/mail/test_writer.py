@@ -49,7 +49,7 @@ def test_a_batch_is_written_by_the_child(
 ) -> None:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="child")
 
-    async def run() -> list[list[pipeline.Delivery]]:
+    async def run() -> list[list[pipeline.Receipt]]:
         await process_writer.start()
         return await process_writer.store(
             [_incoming(inbox.address, "one"), _incoming(inbox.address, "two")]

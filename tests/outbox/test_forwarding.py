@@ -33,13 +33,14 @@ from aiosmtpd.controller import Controller
 
 from apikeys import services as key_services
 from apikeys.models import Membership, Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from tests.factories import MembershipFactory, UserFactory
 from tests.live import Stack, free_port
 from tests.webhooks.receiver import Receiver, receiver  # noqa: F401  (a fixture)
 from webhooks import services as webhook_services
-from webhooks.models import Delivery, Event
+from webhooks.models import Delivery
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from apikeys import services as key_services
 from apikeys.models import Workspace
 from apikeys.principal import Principal
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline
@@ -23,7 +24,6 @@ from tests.conftest import Api, error_of
 from tests.factories import MembershipFactory
 from tests.mail.messages import message
 from tests.outbox.conftest import Sink
-from webhooks.models import Event
 
 # Delivery is handed over after commit: these tests commit for real.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -90,7 +90,7 @@ class Receiver:
             else:
                 self.errors.append((ids[email_id], "stored raw bytes differ"))
 
-    def _alone(self, raw: bytes) -> list[pipeline.Delivery] | None:
+    def _alone(self, raw: bytes) -> list[pipeline.Receipt] | None:
         try:
             return pipeline.receive_many(
                 [pipeline.Incoming(raw, "fuzz@example.org", [self.inbox.address])]

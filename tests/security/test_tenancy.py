@@ -30,6 +30,7 @@ from django.utils import timezone
 from apikeys.models import Workspace
 from config.api.pagination import encode_cursor, paginate
 from config.tenancy import Tenancy, TenantManager, UnscopedTenantQuery
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail.models import Attachment, Email
@@ -55,7 +56,7 @@ from tests.security.tenancy_world import (
     tenant_models,
 )
 from tests.webhooks.receiver import Receiver
-from webhooks.models import Delivery, Event
+from webhooks.models import Delivery
 from webhooks.services import WEBHOOK_EVENTS
 
 NOT_FOUND = (404, "not_found")
@@ -201,7 +202,7 @@ def test_every_workspace_owned_model_is_guarded() -> None:
         m
         for m in apps.get_models()
         if m.__module__.split(".")[0]
-        in {"apikeys", "inboxes", "mail", "labels", "outbox", "webhooks"}
+        in {"events", "apikeys", "inboxes", "mail", "labels", "outbox", "webhooks"}
     ]
     assert {m.__name__ for m in project if m not in guarded} == {"Workspace"}
     for model in guarded:

@@ -375,7 +375,7 @@ def test_an_event_that_names_an_inbox_is_filtered_by_it(
 ) -> None:
     """Whoever emits it, an event whose data names an inbox carries that inbox's id (the field
     the inbox filter reads) and joins its chain, even when the emitter did not pass it."""
-    from webhooks import events
+    from events import services as events
 
     other = inbox_services.inbox_create(workspace=workspace, local_part="unhooked")
     limited = endpoint(api, receiver, events=["inbox.expired"], inbox_ids=[inbox.pk])

@@ -1,4 +1,5 @@
 """Wake-ups inside one web process: one channel-layer channel per process, fanned out in memory.
+Requests park through :func:`events.listen.listen`, which uses this hub.
 
 Every waiter and stream of the process registers a :class:`Listener` on a group (an inbox, or an
 outbox item) instead of opening a channel of its own: the process subscribes to each group once,
@@ -27,8 +28,8 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from config.api.asgi import db_call
-from webhooks import events
-from webhooks.models import Event
+from events.models import Event
+from events.wake import inbox_group, wake_message
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +46,13 @@ KEEPALIVE = object()  # time for a stream's keep-alive comment
 class Listener:
     """One waiter's or stream's queue of wake-up messages (dicts) and signals (the sentinels)."""
 
-    __slots__ = ("group", "lagged", "queue")
+    __slots__ = ("group", "lagged", "queue", "timers")
 
     def __init__(self, group: str) -> None:
         self.group = group
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.lagged = False  # messages were dropped: read the log before trusting the queue
+        self.timers: dict[object, asyncio.TimerHandle] = {}  # one per sentinel; gone on leave
 
     def push(self, message: dict[str, Any]) -> None:
         if self.queue.qsize() >= QUEUE_LIMIT:
@@ -63,6 +65,36 @@ class Listener:
 
     async def get(self) -> Any:
         return await self.queue.get()
+
+    def signal_at(self, when: float, sentinel: object) -> None:
+        """Signals ``sentinel`` at ``when`` (the loop's clock) unless the listener leaves first;
+        replaces the pending timer of the same sentinel, if any."""
+        self.cancel_timer(sentinel)
+        self.timers[sentinel] = asyncio.get_running_loop().call_at(when, self.signal, sentinel)
+
+    def signal_later(self, delay: float, sentinel: object) -> None:
+        """:meth:`signal_at` ``delay`` seconds from now."""
+        self.signal_at(asyncio.get_running_loop().time() + delay, sentinel)
+
+    def signal_every(self, interval: float, sentinel: object) -> None:
+        """Signals ``sentinel`` every ``interval`` seconds until the listener leaves."""
+        loop = asyncio.get_running_loop()
+
+        def tick() -> None:
+            self.signal(sentinel)
+            self.timers[sentinel] = loop.call_later(interval, tick)
+
+        self.cancel_timer(sentinel)
+        self.timers[sentinel] = loop.call_later(interval, tick)
+
+    def cancel_timer(self, sentinel: object) -> None:
+        timer = self.timers.pop(sentinel, None)
+        if timer is not None:
+            timer.cancel()
+
+    def cancel_timers(self) -> None:
+        for sentinel in list(self.timers):
+            self.cancel_timer(sentinel)
 
 
 def cached(message: dict[str, Any], key: str, make: Callable[[], Any]) -> Any:
@@ -86,7 +118,7 @@ def _recent_ids(inbox_ids: list[str], since: Any) -> list[int]:
 @db_call
 def _messages(ids: list[int]) -> list[dict[str, Any]]:
     return [
-        {**events.wake_message(event), "group": events.inbox_group(event.inbox_id)}
+        {**wake_message(event), "group": inbox_group(event.inbox_id)}
         for event in Event.objects.unscoped().filter(pk__in=ids).order_by("id")
     ]
 
@@ -132,7 +164,7 @@ class Hub:
             self.idle_since[listener.group] = time.monotonic()
 
     def dispatch(self, message: dict[str, Any]) -> None:
-        group = message.get("group") or events.inbox_group(message.get("inbox_id", ""))
+        group = message.get("group") or inbox_group(message.get("inbox_id", ""))
         if "id" in message:
             self.seen[message["id"]] = time.monotonic()
         for listener in tuple(self.listeners.get(group, ())):

@@ -1,0 +1,74 @@
+"""Wake-ups: after an event commits, its listeners are told on the channel layer. Each event goes
+to its inbox's group (so the chain stays whole for the inbox's waiters and streams) and to the
+extra groups its emitter named (``Change.wake``); this module names no group of another app.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from events.models import Event
+
+_publishing: set[asyncio.Task[None]] = set()  # wake-ups being published from a running loop
+
+
+def inbox_group(inbox_id: str) -> str:
+    """The channel-layer group of an inbox's listeners."""
+    return f"inbox.{inbox_id}"
+
+
+def wake_message(event: Event) -> dict[str, Any]:
+    """What listeners receive: the event itself, so the common case needs no query."""
+    return {
+        "type": "event.wake",
+        "id": event.pk,
+        "prev_id": event.prev_id,
+        "event": event.type,
+        "inbox_id": event.inbox_id,
+        "at": int(event.created_at.timestamp() * 1000),
+        "data": event.data,
+    }
+
+
+def _groups_of(event: Event) -> list[str]:
+    groups = [inbox_group(event.inbox_id)] if event.inbox_id else []
+    return [*groups, *getattr(event, "wake", ())]
+
+
+def publish(records: Sequence[Event]) -> None:
+    """Publishes each event to its groups on the channel layer, in order: from a thread, with
+    Redis, as one pipeline of ``PUBLISH`` commands sent from that thread
+    (``config.layers.PubSubLayer.group_send_many``); else the whole batch in one hop to the event
+    loop."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    messages = [
+        (group, {**wake_message(event), "group": group})
+        for event in records
+        for group in _groups_of(event)
+    ]
+    if not messages:
+        return
+
+    async def send_all() -> None:
+        for group, message in messages:
+            await layer.group_send(group, message)
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        send_many = getattr(layer, "group_send_many", None)
+        if send_many is not None:
+            send_many(messages)
+        else:
+            async_to_sync(send_all)()
+    else:  # called from code running inside an event loop: publish from that loop
+        task = loop.create_task(send_all())
+        _publishing.add(task)
+        task.add_done_callback(_publishing.discard)
