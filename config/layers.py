@@ -4,10 +4,11 @@ batch of group messages from a worker thread in one round trip.
 The receive path commits a batch of mail in a worker thread and then wakes the waiters and
 streams of every inbox it touched (``events.wake.publish``). Through the layer's own
 ``group_send`` that meant a hop to the process's event loop (``async_to_sync``), one ``PUBLISH``
-round trip per event there, and the thread waiting for all of it: ~2.4 ms of each batch of five
-messages in the smtpd, while the next batch waited. :meth:`PubSubLayer.group_send_many` sends the
-same messages (the layer's own serializer, its group channel names and shards) as one pipeline of
-``PUBLISH`` commands from the calling thread, with a synchronous client kept per process.
+round trip per event there, and the thread waiting for all of it: a wait that grew with the
+events of each batch, while the smtpd's next batch waited behind it (measured in the commit that
+introduced this module). :meth:`PubSubLayer.group_send_many` sends the same messages (the layer's
+own serializer, its group channel names and shards) as one pipeline of ``PUBLISH`` commands from
+the calling thread, with a synchronous client kept per process.
 
 Subscribers are unchanged: web processes subscribe through the layer as before, and a message
 published here is what ``group_send`` would have published.

@@ -17,8 +17,9 @@ shape and cached:
   Django's debug cursor records, so ``CaptureQueriesContext`` does not count it. The ``COPY``
   is binary when every column has a type in :data:`BINARY_COPY_TYPES` (all the receive path's
   tables do): bytes go as they are, where the text format spells each byte of a raw message as
-  two hex digits that PostgreSQL then parses back (a batch of 64 KB messages: psycopg's CPU
-  0.65 → 0.14 ms a message, the ``COPY`` 1.7 → 0.8 ms).
+  two hex digits that PostgreSQL then parses back: for large messages that formatting and
+  parsing was most of the CPU either side spent on the ``COPY`` (measured in the commit that
+  made it binary).
 
 Both run on PostgreSQL and on SQLite; ``tests/test_rows.py`` compares them with the ORM row by
 row. Only what the receive path needs: plain concrete fields, no conflict handling, no

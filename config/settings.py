@@ -136,7 +136,8 @@ TEMPLATES = [
 ]
 
 # Django's hashers, strongest first; an operator may put argon2 first (with argon2-cffi). The
-# test suite puts a fast one first (tests/conftest.py): PBKDF2 costs 0.23 s per hash here.
+# test suite puts a fast one first (tests/conftest.py): PBKDF2 is slow by design, and every user
+# a test makes or signs in would pay for it.
 PASSWORD_HASHERS = env.list(
     "PASSWORD_HASHERS",
     default=[

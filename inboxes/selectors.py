@@ -188,8 +188,8 @@ def inboxes_locked(ids: Sequence[str]) -> dict[str, Inbox]:
 
     The receive path runs this once per batch of mail, so it reads through
     :func:`config.rows.select_rows` (the ids were resolved from recipient addresses: a
-    cross-tenant read by design): the queryset it replaces, with its join, cost ~1 ms of CPU per
-    batch in Django's SQL compiler, more than the rest of the batch's reads together.
+    cross-tenant read by design): the queryset it replaces, with its join, spent more CPU per
+    batch in Django's SQL compiler than the rest of the batch's reads together.
     """
     ids = sorted(ids)
     if not ids:

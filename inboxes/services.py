@@ -202,10 +202,10 @@ def domain_remove(*, workspace: Workspace, domain: str) -> None:
 def inbox_counters_save(inboxes: Iterable[Inbox]) -> None:
     """Writes the mail counters of inboxes the caller holds locked (the receive path, once per
     batch). On PostgreSQL one ``UPDATE … FROM unnest(…)`` whose text is the same for any number
-    of inboxes (so psycopg prepares it once); five plain UPDATEs sent in pipeline mode cost the
-    smtpd ~5 % of its CPU in psycopg's pipeline code. Elsewhere one plain UPDATE per inbox. The
-    ORM's ``bulk_update`` builds a CASE expression per row and field, which cost more than the
-    batch's inserts."""
+    of inboxes (so psycopg prepares it once); a plain UPDATE per inbox sent in pipeline mode
+    spent a noticeable share of the smtpd's CPU in psycopg's pipeline code. Elsewhere one plain
+    UPDATE per inbox. The ORM's ``bulk_update`` builds a CASE expression per row and field, which
+    cost more than the batch's inserts."""
     rows = [
         (inbox.email_count, inbox.unread_count, inbox.last_email_at, inbox.pk) for inbox in inboxes
     ]

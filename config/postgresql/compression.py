@@ -1,9 +1,10 @@
 """Migrations' helper: compress the large columns the receive path writes with LZ4, not pglz.
 
 PostgreSQL compresses a value bigger than about 2 KB before it stores it (TOAST), with pglz unless
-a column says otherwise. pglz is slow: storing the raw bytes of a 64 KB message cost ~2.5 ms a
-row with it and ~1.2 ms with LZ4 on this machine (the same 200 rows, five to a transaction), and
-it still runs through the whole value when most of it (a base64 attachment) does not compress.
+a column says otherwise. pglz is slow: storing the raw bytes of a large message takes markedly
+longer with it than with LZ4 (``python -m tests.benchmarks.compression`` compares the two, see
+docs/benchmark-methods.md), and it still runs through the whole value when most of it (a base64
+attachment) does not compress.
 :func:`use_lz4` sets ``COMPRESSION lz4`` on the columns given (PostgreSQL 14 and later, built with
 LZ4 as Debian's and the official images are) and puts them back to the default when reversed.
 

@@ -11,11 +11,11 @@ could be read.
 This is the hot path of SMTP ingest, so the MIME *structure* is split here rather than by
 ``email.parser``:
 
-* the stdlib feed parser walks every line in Python (about 0.2 ms for a 4 KB message with
-  ``compat32``, about 2 ms with ``policy.default``), parses every nested part up front (a few
-  hundred nested multiparts end in ``RecursionError``), checks each line against every open
-  boundary, and its Content-Type parameter parser (``Message._parseparam``) is quadratic --
-  a 160 KB ``Content-Type`` header takes tens of seconds;
+* the stdlib feed parser walks every line in Python (with ``policy.default`` far slower again
+  than with ``compat32``), parses every nested part up front (a few hundred nested multiparts
+  end in ``RecursionError``), checks each line against every open boundary, and its
+  Content-Type parameter parser (``Message._parseparam``) is quadratic -- a 160 KB
+  ``Content-Type`` header takes tens of seconds;
 * here a header block is read line by line, but bodies are only ever searched with
   ``bytes.find`` for their boundary, the nesting depth, the number of parts and the number of
   header lines are capped (a defect is recorded when a cap is hit), and every header-field

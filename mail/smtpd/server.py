@@ -45,10 +45,10 @@ logger = logging.getLogger(__name__)
 MAX_RECIPIENTS = 100
 # With a writer process (writer.py), messages up to this size are parsed and extracted by the
 # smtpd as their DATA ends, so that the writer only stores and the two work on two batches at
-# once (realistic 64 KB mail: +20 % in alternating runs; the 4 KB kinds +1 to +6 %). Larger ones
-# are parsed by the writer: the event loop that every session shares would stall for as long
-# (~80 ms for the worst hostile message cut to 128 KB). A writer thread parses everything: it
-# shares the event loop's interpreter (and GIL) anyway.
+# once (the gain is largest for large realistic mail). Larger ones are parsed by the writer: the
+# event loop that every session shares would stall while each is parsed, and this size bounds how
+# long the worst hostile message can hold it.
+# A writer thread parses everything: it shares the event loop's interpreter (and GIL) anyway.
 DIGEST_IN_SESSION_BYTES = 128 * 1024
 
 
@@ -261,7 +261,8 @@ class DataReader:
         """Takes one block; returns what follows the end of data once it is found, else None.
 
         The complete lines of the block go through :meth:`_take_lines` together (a 64 KB
-        message is ~900 lines of base64: one Python step each cost the event loop ~1 ms)."""
+        message is some 900 lines of base64: one Python step per line held up the event loop
+        that every session shares)."""
         self.pending += block
         pending = self.pending
         if not self.mid_line and pending.startswith(b".\r\n"):
@@ -359,10 +360,10 @@ class PigeonholeSMTP(AdaptedSMTP):
 
     def parse_path(self, arg: str) -> tuple[str | None, str | None]:
         """``<local@domain> params`` with a dot-atom local part and a plain domain (nearly every
-        MAIL and RCPT) without the email package's header parser, which cost ~7 % of the
-        receiver's CPU; anything else (quoted local parts, routes, comments) goes to it. A path
-        that makes the parser itself fail (``<@`` raises IndexError inside CPython 3.11's email
-        package) is a malformed address (553), not a 500 with a traceback in the log."""
+        MAIL and RCPT) without the email package's header parser, which took a noticeable share
+        of the receiver's CPU; anything else (quoted local parts, routes, comments) goes to it. A
+        path that makes the parser itself fail (``<@`` raises IndexError inside CPython 3.11's
+        email package) is a malformed address (553), not a 500 with a traceback in the log."""
         simple = _SIMPLE_PATH_RE.match(arg)
         if simple is None:
             try:

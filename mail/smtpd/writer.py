@@ -9,10 +9,10 @@ answers every session of the batch when it returns. Two writers do that:
   own process keeps the SMTP sessions and digests each message of up to 128 KB as its DATA
   ends (``server.DIGEST_IN_SESSION_BYTES``), so the two work on two batches at once. In one
   process the sessions' event loop and the writing thread took turns at the GIL: every socket
-  call of either side handed it over (~64 futex calls a message), and a batch waited for the
-  loop at each of its dozen database round trips. Measured with the ingest benchmark, simple
-  4 KB, the two trees alternated: 385, 386, 391/s against 312, 314, 313/s with the thread; the
-  smtpd's own CPU ~1.0 ms a message against ~2.7 (docs/benchmark-methods.md).
+  call of either side handed it over (dozens of futex calls a message), and a batch waited for
+  the loop at each of its dozen database round trips. With a process of its own the ingest
+  benchmark received more mail a second than with the thread, for less of the smtpd's own CPU a
+  message (docs/benchmark-methods.md; the figures are in the commit that made it the default).
 - :class:`ThreadWriter` (``SMTP_WRITER=thread``; embedded mode, and the tests' in-process
   server, whose database is the test process's): a worker thread of the smtpd's process.
 

@@ -18,9 +18,9 @@ from mail.smtpd.writer import writer_for
 # event loop (the SMTP sessions) shares the interpreter with the threads of the RCPT lookups and,
 # with SMTP_WRITER=thread, with the thread that writes a batch: when PostgreSQL answered, that
 # writer waited up to 5 ms for a busy loop to let go, and every session of the batch waited with
-# it. At 1 ms the ingest benchmark gained ~20 % on the 4 KB kinds with the writer thread (10
-# clients, medians of 3: ~280 -> ~350/s simple, ~260 -> ~320/s realistic); 0.5 ms and 2 ms did
-# worse than 1 ms.
+# it. A shorter interval hands the GIL back sooner; of the intervals tried with the ingest
+# benchmark and the writer thread, 1 ms served the sessions best, shorter and longer ones alike
+# did worse (the figures are in the commit that set it).
 GIL_SWITCH_INTERVAL = 0.001
 
 
