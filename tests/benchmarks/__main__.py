@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         "web_env": {
             "DB_POOL_MAX": env.get("DB_POOL_MAX", "10 (default)"),
             "RATE_LIMIT_PER_MINUTE": env["RATE_LIMIT_PER_MINUTE"],
+            "MAX_OPEN_STREAMS_PER_KEY": env["MAX_OPEN_STREAMS_PER_KEY"],
         },
     }
     stack: BenchStack | None = None
