@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from apikeys import selectors
-from apikeys.authentication import SESSION_WORKSPACE_KEY
+from apikeys.gate import SESSION_WORKSPACE_KEY
 from apikeys.models import Membership, role_may
 
 View = Callable[..., HttpResponse]

@@ -1,4 +1,5 @@
-"""Scope permission: each view maps HTTP methods to the scope they need (``view.scopes``)."""
+"""Scope permission: each view maps HTTP methods to the scope they need (``view.scopes``),
+checked by ``apikeys.gate.require_scope`` as on every other way in."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from apikeys import gate
 from apikeys.principal import Principal
-from config.api.errors import InsufficientScope
 
 
 class HasScope(BasePermission):
@@ -21,8 +22,6 @@ class HasScope(BasePermission):
             raise NotAuthenticated("A valid API key is required.")
         method = "GET" if request.method == "HEAD" else request.method
         scope = getattr(view, "scopes", {}).get(method)
-        if scope is None:
-            return True  # the view does not serve this method: DRF answers 405
-        if not principal.has(scope):
-            raise InsufficientScope(scope)
+        # None: the view does not serve this method, and DRF answers 405.
+        gate.require_scope(principal, scope)
         return True

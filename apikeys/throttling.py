@@ -76,19 +76,21 @@ def hit(identity: str, limit: int, now: float | None = None) -> float | None:
     return None
 
 
+def throttle(principal: Principal) -> None:
+    """Counts one request of ``principal``'s credential; 429 ``rate_limited`` with
+    ``Retry-After`` beyond ``RATE_LIMIT_PER_MINUTE`` (the one rate rule: ``apikeys.gate``)."""
+    wait = hit(principal.rate_limit_id, settings.RATE_LIMIT_PER_MINUTE)
+    if wait is not None:
+        raise RateLimited(headers={"Retry-After": str(max(1, int(wait)))})
+
+
 class KeyRateThrottle(BaseThrottle):
-    def __init__(self) -> None:
-        self._wait: float | None = None
+    """DRF's throttle: :func:`throttle` for every authenticated request."""
 
     def allow_request(self, request: Request, view: Any) -> bool:
-        principal = request.auth
-        if not isinstance(principal, Principal):
-            return True
-        self._wait = hit(principal.rate_limit_id, settings.RATE_LIMIT_PER_MINUTE)
-        return self._wait is None
-
-    def wait(self) -> float | None:
-        return self._wait
+        if isinstance(request.auth, Principal):
+            throttle(request.auth)
+        return True
 
 
 class TooManyOpen(RateLimited):

@@ -25,7 +25,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from apikeys import selectors, services
-from apikeys.authentication import SESSION_WORKSPACE_KEY
 from apikeys.dashboard import add_api_error, may, member_required
 from apikeys.exceptions import AccountExists, InvitationNotValid
 from apikeys.forms import (
@@ -38,6 +37,7 @@ from apikeys.forms import (
     WorkspaceSettingsForm,
     WorkspaceSwitchForm,
 )
+from apikeys.gate import SESSION_WORKSPACE_KEY
 from apikeys.models import (
     IMPLIED_SCOPES,
     MANAGER_ROLES,

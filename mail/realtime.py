@@ -21,14 +21,13 @@ import json
 from datetime import datetime
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 from rest_framework import serializers
 
-from apikeys.authentication import principal_for_scope
+from apikeys import gate
 from apikeys.principal import Principal
-from apikeys.throttling import Lease, aclose_slot, hit, open_slot
+from apikeys.throttling import Lease, aclose_slot, open_slot
 from apikeys.watch import key_watch
 from config.api.asgi import (
     Receive,
@@ -40,7 +39,7 @@ from config.api.asgi import (
     send_error,
     send_json,
 )
-from config.api.errors import ApiError, InsufficientScope, RateLimited, to_api_error
+from config.api.errors import ApiError, to_api_error
 from config.api.query import validate_query
 from config.patterns import Budget, InvalidPattern, UserPattern, compile_user_pattern
 from events import services as events
@@ -106,16 +105,6 @@ class StreamQuery(serializers.Serializer):
     )
 
 
-def _authorize(scope: dict[str, Any], *, allow_query_token: bool) -> Principal:
-    principal = principal_for_scope(scope, allow_query_token=allow_query_token)
-    if not principal.has("read"):
-        raise InsufficientScope("read")
-    wait = hit(principal.rate_limit_id, settings.RATE_LIMIT_PER_MINUTE)
-    if wait is not None:
-        raise RateLimited(headers={"Retry-After": str(max(1, int(wait)))})
-    return principal
-
-
 @db_call
 def _open(
     scope: dict[str, Any],
@@ -126,10 +115,33 @@ def _open(
 ) -> tuple[Principal, Inbox, dict[str, Any], Lease]:
     """Who asks, for which inbox, what (a pattern is compiled here, in a thread), and the slot
     the open request holds; each step's error before the next."""
-    principal = _authorize(scope, allow_query_token=allow_query_token)
+    principal = gate.admit(scope, needs="read", allow_query_token=allow_query_token)
     inbox = inbox_selectors.inbox_get(principal.workspace, inbox_ref)
     query = validate_query(query_class, query_pairs(scope))
     return principal, inbox, query, open_slot(principal)
+
+
+async def _admitted(
+    scope: dict[str, Any],
+    send: Send,
+    query_class: type[serializers.Serializer],
+    *,
+    allow_query_token: bool,
+) -> tuple[Principal, Inbox, dict[str, Any], Lease] | None:
+    """:func:`_open` for the inbox of the route; None once the refusal has been answered."""
+    try:
+        return await _open(
+            scope,
+            scope["url_route"]["kwargs"]["inbox_id"],
+            query_class,
+            allow_query_token=allow_query_token,
+        )
+    except Exception as exc:
+        error = to_api_error(exc)
+        if error is None:
+            raise
+        await send_error(send, error)
+        return None
 
 
 def _watch_key(principal: Principal) -> Watch | None:
@@ -211,19 +223,12 @@ def _received_since(email: dict[str, Any], since: datetime) -> bool:
 
 async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     """GET /inboxes/{id}/wait: 200 with the first matching email, 204 at the timeout."""
-    inbox_ref = scope["url_route"]["kwargs"]["inbox_id"]
     started = timezone.now()
     loop = asyncio.get_running_loop()
-    try:
-        principal, inbox, query, lease = await _open(
-            scope, inbox_ref, WaitQuery, allow_query_token=False
-        )
-    except Exception as exc:
-        error = to_api_error(exc)
-        if error is None:
-            raise
-        await send_error(send, error)
+    opened = await _admitted(scope, send, WaitQuery, allow_query_token=False)
+    if opened is None:
         return
+    principal, inbox, query, lease = opened
     deadline = loop.time() + query["timeout"]  # the time spent looking counts too
     since = query.get("since") or started
     budget = Budget()
@@ -355,17 +360,10 @@ def _last_event_id(scope: dict[str, Any], query: dict[str, Any]) -> int | None:
 
 async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     """GET /inboxes/{id}/stream: Server-Sent Events of one inbox, resumable by Last-Event-ID."""
-    inbox_ref = scope["url_route"]["kwargs"]["inbox_id"]
-    try:
-        principal, inbox, query, lease = await _open(
-            scope, inbox_ref, StreamQuery, allow_query_token=True
-        )
-    except Exception as exc:
-        error = to_api_error(exc)
-        if error is None:
-            raise
-        await send_error(send, error)
+    opened = await _admitted(scope, send, StreamQuery, allow_query_token=True)
+    if opened is None:
         return
+    principal, inbox, query, lease = opened
     try:
         async with listen(  # before reading the log
             inbox_group(inbox.pk), receive=receive, watch=_watch_key(principal)

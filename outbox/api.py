@@ -22,6 +22,8 @@ from mail.exceptions import EmailNotFound
 from mail.selectors import email_get
 from outbox import selectors, services, stats
 from outbox.exceptions import InvalidState
+from outbox.models import OutboxItem, Status
+from outbox.realtime import mark_pending
 from outbox.serializers import (
     DecisionIn,
     OutboxListQuery,
@@ -44,7 +46,9 @@ INBOX_ID = OpenApiParameter(
 )
 
 
-def _render(item: object, status: int = 200) -> Response:
+def _render(request: Request, item: OutboxItem, status: int = 200) -> Response:
+    if item.status == Status.PENDING:  # what ``?wait=`` waits for (outbox.realtime)
+        mark_pending(request, item.pk)
     return Response(OutboxOut(services.outbound_record(item)).data, status=status)
 
 
@@ -111,7 +115,7 @@ class SendApi(APIView):
             idempotency_key=key,
             body_hash=services.request_hash(request.data, inbox.pk) if key else "",
         )
-        return _render(item, 202 if item.status == "pending" else 200)
+        return _render(request, item, 202 if item.status == Status.PENDING else 200)
 
 
 class OutboxApi(APIView):
@@ -144,7 +148,7 @@ class OutboxItemApi(APIView):
     )
     def get(self, request: Request, item_id: str) -> Response:
         parse_query(WaitQuery, request)
-        return _render(selectors.outbox_get(request.auth.workspace, item_id))
+        return _render(request, selectors.outbox_get(request.auth.workspace, item_id))
 
 
 class DecisionApi(APIView):
@@ -179,7 +183,7 @@ class DecisionApi(APIView):
         item = services.decide(
             item=item, user=principal.user, role=principal.role, **body.validated_data
         )
-        return _render(item)
+        return _render(request, item)
 
 
 class StatsApi(APIView):

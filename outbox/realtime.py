@@ -1,23 +1,25 @@
 """``wait`` for outbox decisions without a thread: an ASGI wrapper in front of the Django views
-of ``POST /inboxes/{id}/send`` and ``GET /outbox/{id}``. The view answers first (auth, checks,
-the item); if the item is pending and ``wait`` asks for it, the wrapper listens on the item's
-group through ``events.listen`` (and re-reads the row every 2 s) until its status changes
-or time is up. A wait made with an API key ends with 401 once the key is revoked or expires
-(``apikeys.watch``). Such a wait holds one of its key's (or session's) ``MAX_OPEN_STREAMS_PER_KEY``
-slots, taken before the view runs: at the cap the request answers 429 and nothing is sent or
-read, rather than doing the work and then refusing to wait."""
+of ``POST /inboxes/{id}/send`` and ``GET /outbox/{id}``.
+
+The view answers first (auth, checks, the item), naming a pending item in the request's ASGI
+scope with :func:`mark_pending`; if it did and ``wait`` asks for it, the wrapper listens on the
+item's group through ``events.listen`` (and re-reads the row every 2 s) until its status
+changes or time is up. The credential is read once, by ``apikeys.gate`` as on every way in; a
+wait made with an API key ends with 401 once the key is revoked or expires (``apikeys.watch``).
+Such a wait holds one of its key's (or session's) ``MAX_OPEN_STREAMS_PER_KEY`` slots, taken
+before the view runs: at the cap the request answers 429 and nothing is sent or read, rather
+than doing the work and then refusing to wait."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-from apikeys.authentication import principal_for_scope
-from apikeys.selectors import api_key_for_plain
+from apikeys import gate
+from apikeys.principal import Principal
 from apikeys.throttling import Lease, aclose_slot, open_slot
 from apikeys.watch import key_watch
-from config.api.asgi import Receive, Send, db_call, header, query_params, send_error, send_json
+from config.api.asgi import Receive, Send, db_call, query_params, send_error, send_json
 from config.api.errors import ApiError
 from events.listen import CLOSED, TIMEOUT, listen
 from outbox.models import OutboxItem, Status
@@ -25,6 +27,17 @@ from outbox.serializers import OutboxOut
 from outbox.services import outbound_record, outbox_group
 
 POLL_SECONDS = 2.0
+# The ASGI scope key under which the view names the pending item it answered with (the Django
+# request's ``scope`` is the wrapper's): the wrapper learns what to wait for without reading
+# the response it holds back.
+PENDING_ITEM = "pigeonhole.outbox.pending_item"
+
+
+def mark_pending(request: Any, item_id: str) -> None:
+    """Called by the views: this request answered with a pending item (a no-op outside ASGI)."""
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        scope[PENDING_ITEM] = item_id
 
 
 @db_call
@@ -41,33 +54,25 @@ def _current(item_id: str) -> dict | None:
 
 
 @db_call
-def _key_of(scope: dict[str, Any]) -> tuple[str, str] | None:
-    """(workspace id, key id) of the bearer key that made the request (None for a session);
-    an ``unauthorized`` error if it stopped working since the view authorized it."""
-    authorization = header(scope, "authorization")
-    if authorization is None:
-        return None
-    key = api_key_for_plain(authorization.strip().partition(" ")[2].strip())
-    return key.workspace_id, key.pk
-
-
-@db_call
-def _slot(scope: dict[str, Any]) -> Lease | None:
-    """The wait's slot (429 ``rate_limited`` at the cap); None when the request carries no
-    working credential, which the view then answers for."""
+def _slot(scope: dict[str, Any]) -> tuple[Principal, Lease] | None:
+    """The wait's credential and slot (429 ``rate_limited`` at the cap); None when the request
+    carries no working credential, which the view then answers for. Not counted against the
+    rate here: the view counts the request."""
     try:
-        principal = principal_for_scope(scope)
+        principal = gate.admit(scope, needs=None, count=False)
     except ApiError:
         return None
-    return open_slot(principal)
+    return principal, open_slot(principal)
 
 
-async def _take_slot(scope: dict[str, Any], receive: Receive, send: Send) -> Lease | None:
+async def _take_slot(
+    scope: dict[str, Any], receive: Receive, send: Send
+) -> tuple[Principal, Lease] | None:
     """:func:`_slot` with the dashboard session resolved as on the wait and stream paths; the
     Django view keeps the request's own scope."""
     from channels.auth import AuthMiddlewareStack
 
-    taken: list[Lease | None] = []
+    taken: list[tuple[Principal, Lease] | None] = []
 
     async def resolve(inner: dict[str, Any], _receive: Receive, _send: Send) -> None:
         taken.append(await _slot(inner))
@@ -77,11 +82,15 @@ async def _take_slot(scope: dict[str, Any], receive: Receive, send: Send) -> Lea
 
 
 async def _wait_for_change(
-    item_id: str, timeout: float, receive: Receive, key: tuple[str, str] | None
+    item_id: str, timeout: float, receive: Receive, principal: Principal | None
 ) -> dict | ApiError | None:
     """The item once its status changes or time is up; None if the client left; the error if
     the request's key was revoked or expired meanwhile."""
-    watch = (lambda signal: key_watch().watch(*key, signal)) if key is not None else None
+    key = principal.key if principal is not None else None
+    watch = None
+    if principal is not None and key is not None:
+        workspace_id, key_id = principal.workspace.pk, key.pk
+        watch = lambda signal: key_watch().watch(workspace_id, key_id, signal)  # noqa: E731
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     # Subscribed before the first read of the row.
@@ -111,17 +120,24 @@ def wait_for_decision(django_app: Any) -> Any:
             await django_app(scope, receive, send)  # no waiting, or Django reports the error
             return
         try:
-            lease = await _take_slot(scope, receive, send)
+            taken = await _take_slot(scope, receive, send)
         except ApiError as exc:  # at the cap: refused before the view does anything
             await send_error(send, exc)
             return
+        principal, lease = taken if taken is not None else (None, None)
         try:
-            await _waiting(scope, receive, send, raw_wait)
+            await _waiting(scope, receive, send, raw_wait, principal)
         finally:
             if lease is not None:
                 await aclose_slot(lease)
 
-    async def _waiting(scope: dict[str, Any], receive: Receive, send: Send, raw_wait: str) -> None:
+    async def _waiting(
+        scope: dict[str, Any],
+        receive: Receive,
+        send: Send,
+        raw_wait: str,
+        principal: Principal | None,
+    ) -> None:
         started: dict[str, Any] = {}
         chunks: list[bytes] = []
         body_done = asyncio.Event()
@@ -140,23 +156,16 @@ def wait_for_decision(django_app: Any) -> Any:
             request_messages.append(message)
             return message
 
+        scope.pop(PENDING_ITEM, None)  # only the view may say it
         await django_app(scope, replay_receive, capture)
         body = b"".join(chunks)
         status = started.get("status", 500)
-        try:
-            item = json.loads(body) if status in (200, 202) else None
-        except ValueError:
-            item = None
-        if not item or item.get("status") != Status.PENDING:
+        item_id = scope.get(PENDING_ITEM)
+        if item_id is None or status not in (200, 202):
             await send(started)
             await send({"type": "http.response.body", "body": body})
             return
-        try:
-            final = await _wait_for_change(
-                item["id"], float(raw_wait), receive, await _key_of(scope)
-            )
-        except ApiError as exc:  # the key stopped working between the view and now
-            final = exc
+        final = await _wait_for_change(item_id, float(raw_wait), receive, principal)
         if final is None:
             return  # the client went away
         if isinstance(final, ApiError):

@@ -21,7 +21,7 @@ import pytest
 
 from apikeys import services as key_services
 from apikeys import throttling
-from apikeys.authentication import principal_for_key
+from apikeys.gate import principal_for_key
 from apikeys.models import Workspace
 from config.api.errors import RateLimited
 from inboxes import services as inbox_services
