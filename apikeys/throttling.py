@@ -180,19 +180,32 @@ class _Slots:
     def _renew(self) -> None:
         while True:
             time.sleep(LEASE_RENEW_SECONDS)
-            with self.lock:
-                leases = list(self.held)
-            if not leases:
-                continue
-            try:
-                expires = time.time() + LEASE_SECONDS
-                pipe = _redis().pipeline(transaction=False)  # type: ignore[union-attr]
-                for lease in leases:
-                    pipe.zadd(_slots_key(lease.identity), {lease.token: expires}, xx=True)
-                    pipe.expire(_slots_key(lease.identity), LEASE_SECONDS + 5)
-                pipe.execute()
-            except Exception:  # Redis away for a moment: the next round tries again
-                logger.exception("could not renew %d open-stream slots", len(leases))
+            self.renew()
+
+    def renew(self, now: float | None = None) -> int:
+        """Pushes the expiry of every lease this process holds ``LEASE_SECONDS`` past ``now``
+        (a lease given back meanwhile is not re-added); the number renewed."""
+        with self.lock:
+            leases = list(self.held)
+        client = _redis()
+        if not leases or client is None:
+            return 0
+        # Two commands per credential, not per lease: this thread holds the GIL while it builds
+        # the pipeline, and thousands of open streams would stall the event loop meanwhile.
+        tokens: dict[str, list[str]] = {}
+        for lease in leases:
+            tokens.setdefault(lease.identity, []).append(lease.token)
+        try:
+            expires = (time.time() if now is None else now) + LEASE_SECONDS
+            pipe = client.pipeline(transaction=False)
+            for identity, held in tokens.items():
+                pipe.zadd(_slots_key(identity), dict.fromkeys(held, expires), xx=True)
+                pipe.expire(_slots_key(identity), LEASE_SECONDS + 5)
+            pipe.execute()
+        except Exception:  # Redis away for a moment: the next round tries again
+            logger.exception("could not renew %d open-stream slots", len(leases))
+            return 0
+        return len(leases)
 
 
 _slots = _Slots()

@@ -171,3 +171,38 @@ def test_a_dead_process_slots_come_free_after_the_lease(
     finally:
         for lease in leases:
             throttling.close_slot(lease)
+
+
+@pytest.mark.topology_production  # the leases live in Redis; embedded mode is one process
+def test_renewal_keeps_held_slots_and_not_given_back_ones(
+    transactional_db: None, workspace: Workspace, other_workspace: Workspace, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """A process renews every slot it holds, of every credential, past the lease, and a slot
+    given back meanwhile stays given back (the cap counts only live waits and streams)."""
+    settings.MAX_OPEN_STREAMS_PER_KEY = CAP
+    principals = [
+        principal_for_key(
+            key_services.api_key_create(workspace=where, name="k", scopes=["read"]).plain
+        )
+        for where in (workspace, other_workspace)
+    ]
+    now = time.time()
+    leases = [throttling.open_slot(p, now=now) for p in principals for _ in range(2)]
+    given_back = leases.pop()
+    throttling.close_slot(given_back)
+    taken: list[throttling.Lease] = []
+    more: list[throttling.Lease] = []
+    try:
+        assert throttling._slots.renew(now=now + 30) >= len(leases)
+        # Past the first lease, before the renewed one: the renewed slots still count.
+        later = now + throttling.LEASE_SECONDS + 10
+        taken += [throttling.open_slot(principals[0], now=later) for _ in range(CAP - 2)]
+        with pytest.raises(RateLimited):
+            throttling.open_slot(principals[0], now=later)
+        # The other credential gave one back: one more than the renewed one fits beside it.
+        more += [throttling.open_slot(principals[1], now=later) for _ in range(CAP - 1)]
+        with pytest.raises(RateLimited):
+            throttling.open_slot(principals[1], now=later)
+    finally:
+        for lease in [*leases, *taken, *more]:
+            throttling.close_slot(lease)
