@@ -34,8 +34,9 @@ class KeysApi(APIView):
         }
     }
     tags = ["API keys"]
+    query = {"GET": KeyListQuery}
 
-    @extend_schema(operation_id="listKeys", parameters=[KeyListQuery], responses=page_of(KeyOut))
+    @extend_schema(operation_id="listKeys", responses=page_of(KeyOut))
     def get(self, request: Request) -> Response:
         query = parse_query(KeyListQuery, request)
         return page_response(selectors.api_key_list(request.auth.workspace), query, KeyOut)

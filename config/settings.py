@@ -340,13 +340,19 @@ REST_FRAMEWORK = {
         "apikeys.authentication.BearerKeyAuthentication",
         "apikeys.authentication.WorkspaceSessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["apikeys.permissions.HasScope"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "apikeys.permissions.HasScope",
+        "config.api.query.KnownQueryOnly",
+    ],
     "DEFAULT_THROTTLE_CLASSES": ["apikeys.throttling.KeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "config.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.api.schema.ScopedAutoSchema",
     "UNAUTHENTICATED_USER": None,
+    # Responses are always JSON: ``?format=`` is no parameter of ours and, like any unknown
+    # name, a validation_error (config.api.query) rather than DRF's renderer switch.
+    "URL_FORMAT_OVERRIDE": None,
 }
 
 SPECTACULAR_SETTINGS = {

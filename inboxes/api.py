@@ -86,10 +86,10 @@ class InboxesApi(APIView):
     errors = {"POST": [AddressTaken, NoDomain, InvalidDomain, FeatureDisabled, LimitReached]}
     links = {"POST": INBOX_LINKS}
     tags = ["Inboxes"]
+    query = {"GET": InboxListQuery}
 
     @extend_schema(
         operation_id="listInboxes",
-        parameters=[InboxListQuery],
         responses=page_of(InboxOut),
         description="Newest first. Expired inboxes are left out unless include_expired=true.",
     )

@@ -38,10 +38,9 @@ class LabelsApi(APIView):
         }
     }
     tags = ["Labels"]
+    query = {"GET": LabelListQuery}
 
-    @extend_schema(
-        operation_id="listLabels", parameters=[LabelListQuery], responses=page_of(LabelOut)
-    )
+    @extend_schema(operation_id="listLabels", responses=page_of(LabelOut))
     def get(self, request: Request) -> Response:
         query = parse_query(LabelListQuery, request)
         return page_response(selectors.label_list(request.auth.workspace), query, LabelOut)

@@ -67,10 +67,11 @@ class InboxEmailsApi(APIView):
     scopes = {"GET": "read"}
     links = {"GET": LIST_LINKS}
     tags = ["Emails"]
+    query = {"GET": EmailListQuery}
 
     @extend_schema(
         operation_id="listInboxEmails",
-        parameters=[INBOX_ID, EmailListQuery],
+        parameters=[INBOX_ID],
         responses=page_of(EmailSummaryOut),
         description="Newest first.",
     )
@@ -83,10 +84,10 @@ class EmailsApi(APIView):
     errors = {"GET": [NotFound]}  # `inbox` names no inbox of the workspace
     links = {"GET": LIST_LINKS}
     tags = ["Emails"]
+    query = {"GET": AllEmailsQuery}
 
     @extend_schema(
         operation_id="listEmails",
-        parameters=[AllEmailsQuery],
         responses=page_of(EmailSummaryOut),
         description="Mail of every inbox of the workspace (or of `inbox`), newest first.",
     )
@@ -109,8 +110,9 @@ class EmailApi(APIView):
         }
     }
     tags = ["Emails"]
+    query = {"GET": EmailReadQuery}
 
-    @extend_schema(operation_id="getEmail", parameters=[EmailReadQuery], responses=EmailOut)
+    @extend_schema(operation_id="getEmail", responses=EmailOut)
     def get(self, request: Request, email_id: str) -> Response:
         query = parse_query(EmailReadQuery, request)
         email = selectors.email_get(request.auth.workspace, email_id)

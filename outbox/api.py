@@ -64,10 +64,11 @@ class SendApi(APIView):
         }
     }
     tags = ["Outbox"]
+    query = {"POST": WaitQuery}
 
     @extend_schema(
         operation_id="sendEmail",
-        parameters=[INBOX_ID, WaitQuery, IDEMPOTENCY],
+        parameters=[INBOX_ID, IDEMPOTENCY],
         request=SendIn,
         responses={
             200: OpenApiResponse(
@@ -117,10 +118,9 @@ class SendApi(APIView):
 class OutboxApi(APIView):
     scopes = {"GET": "read"}
     tags = ["Outbox"]
+    query = {"GET": OutboxListQuery}
 
-    @extend_schema(
-        operation_id="listOutbox", parameters=[OutboxListQuery], responses=page_of(OutboxOut)
-    )
+    @extend_schema(operation_id="listOutbox", responses=page_of(OutboxOut))
     def get(self, request: Request) -> Response:
         query = parse_query(OutboxListQuery, request)
         rows = selectors.outbox_list(
@@ -134,10 +134,10 @@ class OutboxApi(APIView):
 class OutboxItemApi(APIView):
     scopes = {"GET": "read"}
     tags = ["Outbox"]
+    query = {"GET": WaitQuery}
 
     @extend_schema(
         operation_id="getOutboxItem",
-        parameters=[WaitQuery],
         responses=OutboxOut,
         description="`wait` (at most 120 s) holds the answer while the item is pending, until "
         "any change of its status.",

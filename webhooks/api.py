@@ -49,12 +49,9 @@ class EndpointsApi(APIView):
         }
     }
     tags = ["Webhooks"]
+    query = {"GET": PageQueryOfDeliveries}
 
-    @extend_schema(
-        operation_id="listWebhooks",
-        parameters=[PageQueryOfDeliveries],
-        responses=page_of(EndpointOut),
-    )
+    @extend_schema(operation_id="listWebhooks", responses=page_of(EndpointOut))
     def get(self, request: Request) -> Response:
         query = parse_query(PageQueryOfDeliveries, request)
         return page_response(selectors.endpoint_list(request.auth.workspace), query, EndpointOut)
@@ -104,10 +101,10 @@ class EndpointApi(APIView):
 class DeliveriesApi(APIView):
     scopes = {"GET": "read"}
     tags = ["Webhooks"]
+    query = {"GET": PageQueryOfDeliveries}
 
     @extend_schema(
         operation_id="listWebhookDeliveries",
-        parameters=[PageQueryOfDeliveries],
         responses=page_of(DeliveryOut),
         description="The delivery log, newest first, with every attempt.",
     )
