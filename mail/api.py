@@ -27,7 +27,11 @@ from mail.serializers import (
 )
 
 INBOX_ID = OpenApiParameter(
-    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+    "inbox_id",
+    str,
+    OpenApiParameter.PATH,
+    description="The inbox id (inb_…) or its full address (case-insensitive; a plus tag, "
+    "`alpha+x@…`, names the inbox its mail lands in: `alpha@…`).",
 )
 
 
@@ -65,6 +69,7 @@ def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:
 
 class InboxEmailsApi(APIView):
     scopes = {"GET": "read"}
+    errors = {"GET": [UnknownLabel]}  # `label` names no label of the workspace
     links = {"GET": LIST_LINKS}
     tags = ["Emails"]
     query = {"GET": EmailListQuery}
@@ -81,7 +86,8 @@ class InboxEmailsApi(APIView):
 
 class EmailsApi(APIView):
     scopes = {"GET": "read"}
-    errors = {"GET": [NotFound]}  # `inbox` names no inbox of the workspace
+    # `inbox` names no inbox of the workspace; `label` no label of it
+    errors = {"GET": [NotFound, UnknownLabel]}
     links = {"GET": LIST_LINKS}
     tags = ["Emails"]
     query = {"GET": AllEmailsQuery}

@@ -12,7 +12,8 @@ INBOX_ID = {
     "name": "inbox_id",
     "required": True,
     "schema": {"type": "string"},
-    "description": "The inbox id (inb_…) or its full address.",
+    "description": "The inbox id (inb_…) or its full address (case-insensitive; a plus tag, "
+    "`alpha+x@…`, names the inbox its mail lands in: `alpha@…`).",
 }
 
 

@@ -13,6 +13,7 @@ from apikeys.models import Workspace
 from config.api.errors import NotFound
 from inboxes.models import Inbox
 from labels import rules as rules_engine
+from labels import selectors as label_selectors
 from labels.classifier.base import EmailFacts, facts_of
 from labels.models import EmailLabel
 from mail.exceptions import AttachmentNotFound, EmailNotFound
@@ -50,7 +51,8 @@ def email_list(
     unread: bool | None = None,
     since: datetime | None = None,
 ) -> QuerySet[Email]:
-    """Emails of the workspace (or one of its inboxes) matching the list filters."""
+    """Emails of the workspace (or one of its inboxes) matching the list filters; a ``label``
+    the workspace has no label for is ``unknown_label`` (a misspelt key is not an empty list)."""
     queryset = Email.objects.filter(workspace=workspace)
     if inbox is not None:
         queryset = queryset.filter(inbox=inbox)
@@ -58,6 +60,7 @@ def email_list(
         # search_text is lower-cased at receipt; a plain LIKE uses the trigram index.
         queryset = queryset.filter(search_text__contains=q.lower())
     if label:
+        label_selectors.labels_by_keys(workspace, [label], path="label")
         queryset = queryset.filter(email_labels__key=label)
     if unread is not None:
         queryset = queryset.filter(read=not unread)

@@ -40,7 +40,11 @@ IDEMPOTENCY = OpenApiParameter(
     "sending again; the same key with a different body is a validation_error.",
 )
 INBOX_ID = OpenApiParameter(
-    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+    "inbox_id",
+    str,
+    OpenApiParameter.PATH,
+    description="The inbox id (inb_…) or its full address (case-insensitive; a plus tag, "
+    "`alpha+x@…`, names the inbox its mail lands in: `alpha@…`).",
 )
 
 
