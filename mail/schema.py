@@ -58,6 +58,7 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
     paths["/api/v1/inboxes/{inbox_id}/wait"] = {
         "get": {
             "operationId": "waitForEmail",
+            "summary": "Wait for an email",
             "tags": ["Emails"],
             "description": (
                 "Long-poll: returns the oldest email received at or after `since` that matches "
@@ -123,6 +124,7 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
     paths["/api/v1/inboxes/{inbox_id}/stream"] = {
         "get": {
             "operationId": "streamInbox",
+            "summary": "Follow an inbox (Server-Sent Events)",
             "tags": ["Emails"],
             "description": (
                 "Server-Sent Events of one inbox: `email.received`, `email.labeled`, "

@@ -72,6 +72,7 @@ class SendApi(APIView):
 
     @extend_schema(
         operation_id="sendEmail",
+        summary="Send an email from an inbox",
         parameters=[INBOX_ID, IDEMPOTENCY],
         request=SendIn,
         responses={
@@ -124,7 +125,13 @@ class OutboxApi(APIView):
     tags = ["Outbox"]
     query = {"GET": OutboxListQuery}
 
-    @extend_schema(operation_id="listOutbox", responses=page_of(OutboxOut))
+    @extend_schema(
+        operation_id="listOutbox",
+        summary="List outgoing emails",
+        description="Outgoing emails (sent, forwarded and waiting for approval), newest first; "
+        "filter by `status` or by `delivery` state.",
+        responses=page_of(OutboxOut),
+    )
     def get(self, request: Request) -> Response:
         query = parse_query(OutboxListQuery, request)
         rows = selectors.outbox_list(
@@ -142,6 +149,7 @@ class OutboxItemApi(APIView):
 
     @extend_schema(
         operation_id="getOutboxItem",
+        summary="Get an outgoing email (optionally wait for its decision)",
         responses=OutboxOut,
         description="`wait` (at most 120 s) holds the answer while the item is pending, until "
         "any change of its status.",
@@ -168,6 +176,7 @@ class DecisionApi(APIView):
 
     @extend_schema(
         operation_id="decideOutboxItem",
+        summary="Approve or reject an outgoing email",
         request=DecisionIn,
         responses=OutboxOut,
         description="Approve (optionally editing subject and text first; an edited text "
@@ -192,6 +201,7 @@ class StatsApi(APIView):
 
     @extend_schema(
         operation_id="getStats",
+        summary="Workspace statistics",
         responses=StatsOut,
         description="Inbox counts by status; emails (total, last 24 h, unread); outbox by "
         "status, and sent items by delivery state (outbox_delivery); webhook deliveries "

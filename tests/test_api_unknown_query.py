@@ -17,7 +17,7 @@ import pytest
 from apikeys import services as key_services
 from apikeys.models import Workspace
 from inboxes.models import Inbox
-from tests.live import Stack
+from tests.live import Stack, signed_in
 
 PASSWORD = "unknown-query-password-7"
 OWNER = "owner@unknown-query.test"
@@ -44,18 +44,7 @@ def owner_session(stack: Stack, workspace: Workspace) -> Iterator[httpx.Client]:
     """The workspace owner's dashboard session (the decision operation takes no key)."""
     user = key_services.user_get_or_create(email=OWNER, password=PASSWORD)
     key_services.membership_set(workspace=workspace, user=user, role="owner")
-    with httpx.Client(base_url=stack.base_url, timeout=httpx.Timeout(60, connect=5)) as session:
-        session.get("/login/").raise_for_status()
-        response = session.post(
-            "/login/",
-            data={
-                "username": OWNER,
-                "password": PASSWORD,
-                "csrfmiddlewaretoken": session.cookies["csrftoken"],
-            },
-        )
-        assert response.status_code == 302, response.text[:300]
-        session.headers["X-CSRFToken"] = session.cookies["csrftoken"]
+    with signed_in(stack.base_url, OWNER, PASSWORD) as session:
         yield session
 
 
