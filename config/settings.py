@@ -355,6 +355,7 @@ REST_FRAMEWORK = {
     "URL_FORMAT_OVERRIDE": None,
 }
 
+SYSTEM_FONTS = 'system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif'
 SPECTACULAR_SETTINGS = {
     "TITLE": "Pigeonhole API",
     "VERSION": "1.0.0",
@@ -384,6 +385,15 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The system's fonts: the docs page loads nothing from outside (templates/api/redoc.html).
+    "REDOC_UI_SETTINGS": {
+        "theme": {
+            "typography": {
+                "fontFamily": SYSTEM_FONTS,
+                "headings": {"fontFamily": SYSTEM_FONTS},
+            }
+        }
+    },
 }
 
 LOGGING = {
