@@ -6,7 +6,7 @@ serve`` in embedded mode) with mail sent over SMTP:
   list (item 9);
 - an inbox address with a plus tag (``alpha+x@…``) names the inbox its mail lands in, on every
   operation that takes an inbox ``{id}`` and in ``GET /emails?inbox=`` (item 10);
-- a choice error lists the choices (item 13).
+- a choice error lists the choices, in a body or the query (item 13).
 """
 
 from __future__ import annotations
@@ -177,3 +177,60 @@ def test_a_webhook_takes_a_plus_tagged_inbox_address(client: httpx.Client) -> No
     )
     assert created.status_code == 200, created.text
     assert created.json()["inbox_ids"] == [alpha["id"]]
+
+
+# --- item 13: a choice error lists the choices --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "where", "wrong", "choices"),
+    [
+        (
+            "POST",
+            "labels",
+            {"key": "green", "name": "Green", "color": "green"},
+            "color",
+            "green",
+            "violet, sky, emerald, amber, rose, fuchsia, lime, orange, slate, cyan",
+        ),
+        (
+            "POST",
+            "webhooks",
+            {"url": "https://hooks.example.com/in", "events": ["email.recieved"]},
+            "events.0",
+            "email.recieved",
+            "email.received, email.labeled, inbox.created, inbox.expired, outbound.pending, "
+            "outbound.sent, outbound.rejected, outbound.failed",
+        ),
+        (
+            "POST",
+            "keys",
+            {"name": "k", "scopes": ["root"]},
+            "scopes.0",
+            "root",
+            "read, write, send, admin",
+        ),
+        ("POST", "keys", {"name": "k", "kind": "robot"}, "kind", "robot", "agent, ci, personal"),
+        ("POST", "inboxes", {"overflow": "drop"}, "overflow", "drop", "drop_oldest, reject"),
+        (
+            "GET",
+            "outbox?status=done",
+            None,
+            "status",
+            "done",
+            "pending, sent, rejected, failed, expired",
+        ),
+    ],
+)
+def test_a_choice_error_lists_the_choices(
+    client: httpx.Client,
+    method: str,
+    path: str,
+    body: Any,
+    where: str,
+    wrong: str,
+    choices: str,
+) -> None:
+    error = assert_error(client.request(method, path, json=body), 400, "validation_error", where)
+    message = error["issues"][0]["message"]
+    assert message == f'"{wrong}" is not a valid choice; choose one of: {choices}.'

@@ -26,6 +26,8 @@ from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from config.api.inputs import invalid_choice
+
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
@@ -53,7 +55,7 @@ def _form_problem(field: serializers.Field, value: str) -> str | None:
     limit = getattr(field, "max_length", None)
     if limit is not None and len(value) > limit:  # as sent: DRF measures after trimming
         return f"Ensure this field has no more than {limit} characters."
-    return None
+    return invalid_choice(field, value)
 
 
 def unknown_parameter(known: Iterable[str]) -> str:
