@@ -13,9 +13,9 @@ from apikeys.models import Workspace
 from config.api.errors import NotFound
 from inboxes.models import Inbox
 from labels import rules as rules_engine
-from labels import selectors as label_selectors
 from labels.classifier.base import EmailFacts, facts_of
-from labels.models import EmailLabel
+from labels.exceptions import UnknownLabel
+from labels.models import EmailLabel, Label
 from mail.exceptions import AttachmentNotFound, EmailNotFound
 from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
@@ -60,7 +60,9 @@ def email_list(
         # search_text is lower-cased at receipt; a plain LIKE uses the trigram index.
         queryset = queryset.filter(search_text__contains=q.lower())
     if label:
-        label_selectors.labels_by_keys(workspace, [label], path="label")
+        if not Label.objects.filter(workspace=workspace, key=label).exists():
+            # The key is not echoed: the client sent it, and the path names the parameter.
+            raise UnknownLabel(issues=[{"path": "label", "message": "No label with this key."}])
         queryset = queryset.filter(email_labels__key=label)
     if unread is not None:
         queryset = queryset.filter(read=not unread)
