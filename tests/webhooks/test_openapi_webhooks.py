@@ -89,7 +89,7 @@ def deliver_until(receiver: Receiver, wanted: set[str], seconds: float = 60) -> 
     """What a worker does, until every wanted event type has arrived (or ``seconds`` pass)."""
     deadline = time.monotonic() + seconds
     while not wanted <= received_types(receiver) and time.monotonic() < deadline:
-        for delivery_id in services.due_deliveries():
+        for delivery_id in services.DELIVERIES.due():
             services.attempt(delivery_id)
         time.sleep(0.2)
 
