@@ -34,14 +34,22 @@ class KeysApi(APIView):
         }
     }
     tags = ["API keys"]
+    query = {"GET": KeyListQuery}
 
-    @extend_schema(operation_id="listKeys", parameters=[KeyListQuery], responses=page_of(KeyOut))
+    @extend_schema(
+        operation_id="listKeys",
+        summary="List API keys",
+        description="The workspace's keys, newest first, without secrets (the plain key is in the"
+        " create response only). Revoked keys are left out.",
+        responses=page_of(KeyOut),
+    )
     def get(self, request: Request) -> Response:
         query = parse_query(KeyListQuery, request)
         return page_response(selectors.api_key_list(request.auth.workspace), query, KeyOut)
 
     @extend_schema(
         operation_id="createKey",
+        summary="Create an API key",
         request=KeyCreateIn,
         responses=KeyCreatedOut,
         description="Creates a key. The plain key is in `key`, in this response only.",
@@ -62,7 +70,14 @@ class KeyApi(APIView):
     scopes = {"PATCH": "admin", "DELETE": "admin"}
     tags = ["API keys"]
 
-    @extend_schema(operation_id="updateKey", request=KeyUpdateIn, responses=KeyOut)
+    @extend_schema(
+        operation_id="updateKey",
+        summary="Change whether a key's mail needs approval",
+        description="Sets `require_approval`: while true, mail sent with this key waits for a "
+        "person's decision (the send answers 202 with status `pending`).",
+        request=KeyUpdateIn,
+        responses=KeyOut,
+    )
     def patch(self, request: Request, key_id: str) -> Response:
         key = selectors.api_key_get(request.auth.workspace, key_id)
         body = KeyUpdateIn(data=request.data)
@@ -72,6 +87,7 @@ class KeyApi(APIView):
 
     @extend_schema(
         operation_id="revokeKey",
+        summary="Revoke an API key",
         responses={200: DeletedOut},
         description="Revokes the key at once: later requests with it answer 401.",
     )
@@ -85,7 +101,13 @@ class MeApi(APIView):
     scopes = {"GET": "read"}
     tags = ["Organization"]
 
-    @extend_schema(operation_id="getMe", responses=MeOut)
+    @extend_schema(
+        operation_id="getMe",
+        summary="Describe the current credential",
+        description="The credential of this request (an API key with its scopes, or a dashboard "
+        "session's user), its workspace and the workspace's entitlements.",
+        responses=MeOut,
+    )
     def get(self, request: Request) -> Response:
         principal: Principal = request.auth
         workspace = principal.workspace

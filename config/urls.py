@@ -22,7 +22,12 @@ urlpatterns = [
     path("healthz", healthz),
     path("api/v1/", include(api_v1)),
     path("api/openapi.json", SpectacularJSONAPIView.as_view(), name="schema"),
-    path("api/docs", SpectacularRedocView.as_view(url_name="schema"), name="docs"),
+    # Every asset from this instance: templates/api/redoc.html (issue 25).
+    path(
+        "api/docs",
+        SpectacularRedocView.as_view(url_name="schema", template_name="api/redoc.html"),
+        name="docs",
+    ),
     path("admin/", admin.site.urls),
     path("", overview, name="home"),
     # Dashboard pages: each app owns its dashboard_urls (flat names, prefixed by area).

@@ -33,7 +33,11 @@ INBOX_LINKS = {
     "StreamInbox": link("streamInbox", "Follow it live.", inbox_id=_NEW_INBOX),
 }
 INBOX_ID = OpenApiParameter(
-    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+    "inbox_id",
+    str,
+    OpenApiParameter.PATH,
+    description="The inbox id (inb_…) or its full address (case-insensitive; a plus tag, "
+    "`alpha+x@…`, names the inbox its mail lands in: `alpha@…`).",
 )
 
 
@@ -43,6 +47,7 @@ class DomainsApi(APIView):
 
     @extend_schema(
         operation_id="listDomains",
+        summary="List domains for new inboxes",
         responses=page_of(DomainOut),
         description="Domains for new inboxes: shared ones, then the workspace's own custom "
         "domains, verified or not (an unverified one shows in `verification` the TXT record to "
@@ -60,6 +65,7 @@ class DomainVerifyApi(APIView):
 
     @extend_schema(
         operation_id="verifyDomain",
+        summary="Check a custom domain's DNS record now",
         parameters=[
             OpenApiParameter(
                 "domain", str, OpenApiParameter.PATH, description="A custom domain's name."
@@ -86,12 +92,15 @@ class InboxesApi(APIView):
     errors = {"POST": [AddressTaken, NoDomain, InvalidDomain, FeatureDisabled, LimitReached]}
     links = {"POST": INBOX_LINKS}
     tags = ["Inboxes"]
+    query = {"GET": InboxListQuery}
 
     @extend_schema(
         operation_id="listInboxes",
-        parameters=[InboxListQuery],
+        summary="List inboxes",
         responses=page_of(InboxOut),
-        description="Newest first. Expired inboxes are left out unless include_expired=true.",
+        description="The workspace's inboxes, newest first, filtered by `q` (address, name, "
+        "agent or tag), `tag` and `agent`. Expired inboxes are left out unless "
+        "include_expired=true.",
     )
     def get(self, request: Request) -> Response:
         query = parse_query(InboxListQuery, request)
@@ -106,6 +115,7 @@ class InboxesApi(APIView):
 
     @extend_schema(
         operation_id="createInbox",
+        summary="Create an inbox",
         request=InboxCreateIn,
         responses=InboxOut,
         description="Creates an inbox; `{}` is valid. 409 address_taken (also for a local part "
@@ -132,13 +142,22 @@ class InboxApi(APIView):
     errors = {"PATCH": [FeatureDisabled]}
     tags = ["Inboxes"]
 
-    @extend_schema(operation_id="getInbox", parameters=[INBOX_ID], responses=InboxOut)
+    @extend_schema(
+        operation_id="getInbox",
+        summary="Get an inbox",
+        description="The inbox by id (`inb_…`) or address (a plus-tagged address names the inbox "
+        "its mail lands in), with its counts of emails and unread emails. An expired "
+        "inbox stays readable until the workspace's retention grace ends.",
+        parameters=[INBOX_ID],
+        responses=InboxOut,
+    )
     def get(self, request: Request, inbox_id: str) -> Response:
         inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
         return Response(InboxOut(inbox).data)
 
     @extend_schema(
         operation_id="updateInbox",
+        summary="Update an inbox",
         parameters=[INBOX_ID],
         request=InboxUpdateIn,
         responses=InboxOut,
@@ -156,6 +175,7 @@ class InboxApi(APIView):
 
     @extend_schema(
         operation_id="deleteInbox",
+        summary="Delete an inbox",
         parameters=[INBOX_ID],
         responses={200: DeletedOut},
         description="Removes the inbox and all its mail, raw messages and attachments.",

@@ -86,11 +86,14 @@ def domain_resolve(workspace: Workspace, name: str | None) -> DomainInfo:
 
 
 def inbox_get(workspace: Workspace, id_or_address: str) -> Inbox:
-    """One inbox of the workspace by id or full address, else not_found (whatever the reason)."""
+    """One inbox of the workspace by id or full address, else not_found (whatever the reason).
+
+    An address resolves as the SMTP receiver resolves a recipient (``canonical_address``: lower
+    case, plus tag removed), so ``alpha+x@…`` names the inbox its mail lands in."""
     ref = id_or_address.strip()
     queryset = Inbox.objects.filter(workspace=workspace)
     if "@" in ref:
-        inbox = queryset.filter(address=ref.lower()).first()
+        inbox = queryset.filter(address=canonical_address(ref)).first()
     else:
         inbox = queryset.filter(pk=ref).first()
     if inbox is None:

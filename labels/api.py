@@ -38,9 +38,14 @@ class LabelsApi(APIView):
         }
     }
     tags = ["Labels"]
+    query = {"GET": LabelListQuery}
 
     @extend_schema(
-        operation_id="listLabels", parameters=[LabelListQuery], responses=page_of(LabelOut)
+        operation_id="listLabels",
+        summary="List labels",
+        description="The workspace's label definitions: key, name, colour, classifier "
+        "instructions and threshold, rules and whether each is enabled.",
+        responses=page_of(LabelOut),
     )
     def get(self, request: Request) -> Response:
         query = parse_query(LabelListQuery, request)
@@ -48,6 +53,7 @@ class LabelsApi(APIView):
 
     @extend_schema(
         operation_id="createLabel",
+        summary="Create a label",
         request=LabelCreateIn,
         responses=LabelOut,
         description="409 label_exists when the key is taken; 403 feature_disabled for "
@@ -65,7 +71,15 @@ class LabelApi(APIView):
     errors = {"PATCH": [FeatureDisabled]}
     tags = ["Labels"]
 
-    @extend_schema(operation_id="updateLabel", request=LabelUpdateIn, responses=LabelOut)
+    @extend_schema(
+        operation_id="updateLabel",
+        summary="Update a label",
+        description="Changes the fields given; the key stays. `rules` replaces the whole rule "
+        "set. 403 feature_disabled for non-empty instructions while the workspace's "
+        "classifier is off.",
+        request=LabelUpdateIn,
+        responses=LabelOut,
+    )
     def patch(self, request: Request, key: str) -> Response:
         label = selectors.label_get(request.auth.workspace, key)
         body = LabelUpdateIn(data=request.data)
@@ -75,6 +89,7 @@ class LabelApi(APIView):
 
     @extend_schema(
         operation_id="deleteLabel",
+        summary="Delete a label",
         responses={200: LabelDeletedOut},
         description="Deletes the label and removes it from every email.",
     )
@@ -92,6 +107,7 @@ class LabelTestApi(APIView):
 
     @extend_schema(
         operation_id="testLabels",
+        summary="Try the labels on a message",
         request=LabelTestIn,
         responses=LabelTestOut,
         description="Runs every enabled label's rules and, where active, the classifier against "

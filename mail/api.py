@@ -27,7 +27,11 @@ from mail.serializers import (
 )
 
 INBOX_ID = OpenApiParameter(
-    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+    "inbox_id",
+    str,
+    OpenApiParameter.PATH,
+    description="The inbox id (inb_…) or its full address (case-insensitive; a plus tag, "
+    "`alpha+x@…`, names the inbox its mail lands in: `alpha@…`).",
 )
 
 
@@ -65,14 +69,18 @@ def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:
 
 class InboxEmailsApi(APIView):
     scopes = {"GET": "read"}
+    errors = {"GET": [UnknownLabel]}  # `label` names no label of the workspace
     links = {"GET": LIST_LINKS}
     tags = ["Emails"]
+    query = {"GET": EmailListQuery}
 
     @extend_schema(
         operation_id="listInboxEmails",
-        parameters=[INBOX_ID, EmailListQuery],
+        summary="List an inbox's emails",
+        parameters=[INBOX_ID],
         responses=page_of(EmailSummaryOut),
-        description="Newest first.",
+        description="The inbox's mail, newest first, filtered by `q`, `label`, "
+        "`unread` and `since`. List entries carry a preview; getEmail has the full record.",
     )
     def get(self, request: Request, inbox_id: str) -> Response:
         return _list(request, parse_query(EmailListQuery, request), inbox_id)
@@ -80,13 +88,15 @@ class InboxEmailsApi(APIView):
 
 class EmailsApi(APIView):
     scopes = {"GET": "read"}
-    errors = {"GET": [NotFound]}  # `inbox` names no inbox of the workspace
+    # `inbox` names no inbox of the workspace; `label` no label of it
+    errors = {"GET": [NotFound, UnknownLabel]}
     links = {"GET": LIST_LINKS}
     tags = ["Emails"]
+    query = {"GET": AllEmailsQuery}
 
     @extend_schema(
         operation_id="listEmails",
-        parameters=[AllEmailsQuery],
+        summary="List emails across inboxes",
         responses=page_of(EmailSummaryOut),
         description="Mail of every inbox of the workspace (or of `inbox`), newest first.",
     )
@@ -109,8 +119,16 @@ class EmailApi(APIView):
         }
     }
     tags = ["Emails"]
+    query = {"GET": EmailReadQuery}
 
-    @extend_schema(operation_id="getEmail", parameters=[EmailReadQuery], responses=EmailOut)
+    @extend_schema(
+        operation_id="getEmail",
+        summary="Get an email",
+        description="The full record: text and HTML bodies, headers, attachments, labels, the "
+        "read and starred flags and `extracted` (verification codes and links). "
+        "`mark_read=true` marks the email read as it is fetched.",
+        responses=EmailOut,
+    )
     def get(self, request: Request, email_id: str) -> Response:
         query = parse_query(EmailReadQuery, request)
         email = selectors.email_get(request.auth.workspace, email_id)
@@ -120,6 +138,7 @@ class EmailApi(APIView):
 
     @extend_schema(
         operation_id="updateEmail",
+        summary="Mark, star or label an email",
         request=EmailUpdateIn,
         responses=EmailOut,
         description="Sets read/starred; `labels` replaces the manual labels (400 unknown_label).",
@@ -131,7 +150,13 @@ class EmailApi(APIView):
         services.email_update(email=email, **body.validated_data)
         return Response(EmailOut(selectors.email_get(request.auth.workspace, email_id)).data)
 
-    @extend_schema(operation_id="deleteEmail", responses={200: DeletedOut})
+    @extend_schema(
+        operation_id="deleteEmail",
+        summary="Delete an email",
+        description="Deletes the email with its raw message and attachments; the inbox's stream "
+        "gets `email.deleted`.",
+        responses={200: DeletedOut},
+    )
     def delete(self, request: Request, email_id: str) -> Response:
         email = selectors.email_get(request.auth.workspace, email_id)
         services.email_delete(email=email)
@@ -144,6 +169,7 @@ class EmailRawApi(APIView):
 
     @extend_schema(
         operation_id="getEmailRaw",
+        summary="Download the raw message",
         responses={(200, "message/rfc822"): OpenApiResponse(OpenApiTypes.BINARY)},
         description="The message exactly as received, as an .eml download.",
     )
@@ -158,6 +184,7 @@ class EmailAttachmentApi(APIView):
 
     @extend_schema(
         operation_id="getEmailAttachment",
+        summary="Download an attachment",
         responses={(200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY)},
         description="The attachment's bytes with its content type, as a download.",
     )

@@ -12,7 +12,8 @@ INBOX_ID = {
     "name": "inbox_id",
     "required": True,
     "schema": {"type": "string"},
-    "description": "The inbox id (inb_…) or its full address.",
+    "description": "The inbox id (inb_…) or its full address (case-insensitive; a plus tag, "
+    "`alpha+x@…`, names the inbox its mail lands in: `alpha@…`).",
 }
 
 
@@ -57,6 +58,7 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
     paths["/api/v1/inboxes/{inbox_id}/wait"] = {
         "get": {
             "operationId": "waitForEmail",
+            "summary": "Wait for an email",
             "tags": ["Emails"],
             "description": (
                 "Long-poll: returns the oldest email received at or after `since` that matches "
@@ -122,6 +124,7 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
     paths["/api/v1/inboxes/{inbox_id}/stream"] = {
         "get": {
             "operationId": "streamInbox",
+            "summary": "Follow an inbox (Server-Sent Events)",
             "tags": ["Emails"],
             "description": (
                 "Server-Sent Events of one inbox: `email.received`, `email.labeled`, "

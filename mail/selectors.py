@@ -14,7 +14,8 @@ from config.api.errors import NotFound
 from inboxes.models import Inbox
 from labels import rules as rules_engine
 from labels.classifier.base import EmailFacts, facts_of
-from labels.models import EmailLabel
+from labels.exceptions import UnknownLabel
+from labels.models import EmailLabel, Label
 from mail.exceptions import AttachmentNotFound, EmailNotFound
 from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
@@ -50,7 +51,8 @@ def email_list(
     unread: bool | None = None,
     since: datetime | None = None,
 ) -> QuerySet[Email]:
-    """Emails of the workspace (or one of its inboxes) matching the list filters."""
+    """Emails of the workspace (or one of its inboxes) matching the list filters; a ``label``
+    the workspace has no label for is ``unknown_label`` (a misspelt key is not an empty list)."""
     queryset = Email.objects.filter(workspace=workspace)
     if inbox is not None:
         queryset = queryset.filter(inbox=inbox)
@@ -58,6 +60,9 @@ def email_list(
         # search_text is lower-cased at receipt; a plain LIKE uses the trigram index.
         queryset = queryset.filter(search_text__contains=q.lower())
     if label:
+        if not Label.objects.filter(workspace=workspace, key=label).exists():
+            # The key is not echoed: the client sent it, and the path names the parameter.
+            raise UnknownLabel(issues=[{"path": "label", "message": "No label with this key."}])
         queryset = queryset.filter(email_labels__key=label)
     if unread is not None:
         queryset = queryset.filter(read=not unread)

@@ -18,7 +18,12 @@ class EmailListQuery(PageQuery):
     q = serializers.CharField(
         required=False, max_length=200, help_text="Case-insensitive: sender, subject or preview."
     )
-    label = serializers.CharField(required=False, max_length=63, help_text="A label key.")
+    label = serializers.CharField(
+        required=False,
+        max_length=63,
+        help_text="Only mail carrying this label (a key; one the workspace has not defined is "
+        "400 unknown_label).",
+    )
     unread = serializers.BooleanField(
         required=False, help_text="true: only unread mail; false: only read mail; omitted: both."
     )

@@ -42,7 +42,11 @@ IDEMPOTENCY = OpenApiParameter(
     "sending again; the same key with a different body is a validation_error.",
 )
 INBOX_ID = OpenApiParameter(
-    "inbox_id", str, OpenApiParameter.PATH, description="The inbox id (inb_…) or its full address."
+    "inbox_id",
+    str,
+    OpenApiParameter.PATH,
+    description="The inbox id (inb_…) or its full address (case-insensitive; a plus tag, "
+    "`alpha+x@…`, names the inbox its mail lands in: `alpha@…`).",
 )
 
 
@@ -68,10 +72,12 @@ class SendApi(APIView):
         }
     }
     tags = ["Outbox"]
+    query = {"POST": WaitQuery}
 
     @extend_schema(
         operation_id="sendEmail",
-        parameters=[INBOX_ID, WaitQuery, IDEMPOTENCY],
+        summary="Send an email from an inbox",
+        parameters=[INBOX_ID, IDEMPOTENCY],
         request=SendIn,
         responses={
             200: OpenApiResponse(
@@ -121,9 +127,14 @@ class SendApi(APIView):
 class OutboxApi(APIView):
     scopes = {"GET": "read"}
     tags = ["Outbox"]
+    query = {"GET": OutboxListQuery}
 
     @extend_schema(
-        operation_id="listOutbox", parameters=[OutboxListQuery], responses=page_of(OutboxOut)
+        operation_id="listOutbox",
+        summary="List outgoing emails",
+        description="Outgoing emails (sent, forwarded and waiting for approval), newest first; "
+        "filter by `status` or by `delivery` state.",
+        responses=page_of(OutboxOut),
     )
     def get(self, request: Request) -> Response:
         query = parse_query(OutboxListQuery, request)
@@ -138,10 +149,11 @@ class OutboxApi(APIView):
 class OutboxItemApi(APIView):
     scopes = {"GET": "read"}
     tags = ["Outbox"]
+    query = {"GET": WaitQuery}
 
     @extend_schema(
         operation_id="getOutboxItem",
-        parameters=[WaitQuery],
+        summary="Get an outgoing email (optionally wait for its decision)",
         responses=OutboxOut,
         description="`wait` (at most 120 s) holds the answer while the item is pending, until "
         "any change of its status.",
@@ -168,6 +180,7 @@ class DecisionApi(APIView):
 
     @extend_schema(
         operation_id="decideOutboxItem",
+        summary="Approve or reject an outgoing email",
         request=DecisionIn,
         responses=OutboxOut,
         description="Approve (optionally editing subject and text first; an edited text "
@@ -192,6 +205,7 @@ class StatsApi(APIView):
 
     @extend_schema(
         operation_id="getStats",
+        summary="Workspace statistics",
         responses=StatsOut,
         description="Inbox counts by status; emails (total, last 24 h, unread); outbox by "
         "status, and sent items by delivery state (outbox_delivery); webhook deliveries "

@@ -11,6 +11,7 @@ are that same process: killing one kills both, as it would in embedded mode.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import socket
@@ -222,6 +223,25 @@ class Stack:
             headers={"Authorization": f"Bearer {key}"},
             timeout=httpx.Timeout(150, connect=5),
         )
+
+
+@contextlib.contextmanager
+def signed_in(base_url: str, email: str, password: str) -> Iterator[httpx.Client]:
+    """A dashboard session signed in through ``/login/`` on a live server, sending its CSRF
+    token (the decision endpoint takes a session, never a key)."""
+    with httpx.Client(base_url=base_url, timeout=httpx.Timeout(60, connect=5)) as client:
+        client.get("/login/").raise_for_status()
+        response = client.post(
+            "/login/",
+            data={
+                "username": email,
+                "password": password,
+                "csrfmiddlewaretoken": client.cookies["csrftoken"],
+            },
+        )
+        assert response.status_code == 302, response.text[:300]
+        client.headers["X-CSRFToken"] = client.cookies["csrftoken"]  # rotated at sign-in
+        yield client
 
 
 def sse_events(response: httpx.Response) -> Iterator[dict]:

@@ -131,8 +131,10 @@ def test_list_query_count_does_not_grow_with_the_page(
     for n in range(FEW):
         grow(n)
     queries(api, path)  # once first: the key's once-a-minute last_used_at write is not the page's
-    few = queries(api, path, {"limit": 50})
+    # /domains and /stats are no pages: they take no limit (an unknown parameter is refused).
+    page = {} if endpoint in ("domains", "stats") else {"limit": 50}
+    few = queries(api, path, page)
     for n in range(FEW, MANY):
         grow(n)
-    many = queries(api, path, {"limit": 50})
+    many = queries(api, path, page)
     assert many == few, f"{path}: {few} queries for {FEW} rows, {many} for {MANY}"

@@ -49,10 +49,13 @@ class EndpointsApi(APIView):
         }
     }
     tags = ["Webhooks"]
+    query = {"GET": PageQueryOfDeliveries}
 
     @extend_schema(
         operation_id="listWebhooks",
-        parameters=[PageQueryOfDeliveries],
+        summary="List webhook endpoints",
+        description="The workspace's endpoints with their event, inbox and label filters. The "
+        "signing secret is never listed: it is in the create response only.",
         responses=page_of(EndpointOut),
     )
     def get(self, request: Request) -> Response:
@@ -61,6 +64,7 @@ class EndpointsApi(APIView):
 
     @extend_schema(
         operation_id="createWebhook",
+        summary="Create a webhook endpoint",
         request=EndpointCreateIn,
         responses=EndpointCreatedOut,
         description="Creates an endpoint; `secret` (whsec_…) is in this response only. URLs that "
@@ -82,7 +86,14 @@ class EndpointApi(APIView):
     errors = {"PATCH": [UnknownLabelKey]}
     tags = ["Webhooks"]
 
-    @extend_schema(operation_id="updateWebhook", request=EndpointUpdateIn, responses=EndpointOut)
+    @extend_schema(
+        operation_id="updateWebhook",
+        summary="Update a webhook endpoint",
+        description="Changes the fields given; the signing secret stays. `inbox_ids` take inbox "
+        "ids or addresses; a `label_keys` entry naming no label is 400 unknown_label.",
+        request=EndpointUpdateIn,
+        responses=EndpointOut,
+    )
     def patch(self, request: Request, endpoint_id: str) -> Response:
         workspace = request.auth.workspace
         endpoint = selectors.endpoint_get(workspace, endpoint_id)
@@ -93,7 +104,12 @@ class EndpointApi(APIView):
         )
         return Response(EndpointOut(endpoint).data)
 
-    @extend_schema(operation_id="deleteWebhook", responses={200: DeletedOut})
+    @extend_schema(
+        operation_id="deleteWebhook",
+        summary="Delete a webhook endpoint",
+        description="Deletes the endpoint with its delivery log; no further events are sent to it.",
+        responses={200: DeletedOut},
+    )
     def delete(self, request: Request, endpoint_id: str) -> Response:
         endpoint = selectors.endpoint_get(request.auth.workspace, endpoint_id)
         deleted_id = endpoint.pk
@@ -104,10 +120,11 @@ class EndpointApi(APIView):
 class DeliveriesApi(APIView):
     scopes = {"GET": "read"}
     tags = ["Webhooks"]
+    query = {"GET": PageQueryOfDeliveries}
 
     @extend_schema(
         operation_id="listWebhookDeliveries",
-        parameters=[PageQueryOfDeliveries],
+        summary="List an endpoint's deliveries",
         responses=page_of(DeliveryOut),
         description="The delivery log, newest first, with every attempt.",
     )
@@ -123,6 +140,7 @@ class ReplayApi(APIView):
 
     @extend_schema(
         operation_id="replayWebhookDelivery",
+        summary="Replay a delivery",
         request=None,
         responses=DeliveryOut,
         description="Sends the same delivery again: same id and body, a new timestamp and "
@@ -150,6 +168,7 @@ class TestApi(APIView):
 
     @extend_schema(
         operation_id="testWebhook",
+        summary="Send a test event to an endpoint",
         request=None,
         responses=DeliveryOut,
         description="Queues a `webhook.test` event to this endpoint; it appears in the log.",

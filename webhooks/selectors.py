@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from apikeys.models import Workspace
 from config.api.errors import ValidationFailed
+from inboxes.addresses import canonical_address
 from inboxes.models import Inbox
 from labels.models import Label
 from webhooks.exceptions import DeliveryNotFound, EndpointNotFound, UnknownLabelKey
@@ -45,7 +46,8 @@ def inbox_ids_resolve(workspace: Workspace, refs: list[str]) -> list[str]:
     a validation error."""
     resolved, issues = [], []
     for index, ref in enumerate(refs):
-        lookup = {"address": ref.lower()} if "@" in ref else {"pk": ref}
+        # An address resolves as a recipient does (plus tag removed): inboxes.addresses.
+        lookup = {"address": canonical_address(ref)} if "@" in ref else {"pk": ref}
         found = Inbox.objects.filter(workspace=workspace, **lookup).values_list("pk", flat=True)
         inbox_id = found.first()
         if inbox_id is None:

@@ -8,7 +8,9 @@ request-body serializer — checks each value's JSON type before DRF sees it (re
 lists and nested objects) and answers ``validation_error`` with one issue per offending path.
 Free-form JSON (``rules``) is checked for what PostgreSQL cannot store: NUL characters and
 unpaired surrogates. A string's ``max_length`` applies to the string as sent (DRF measures it
-after trimming surrounding white space).
+after trimming surrounding white space). A value that is not one of a choice field's choices is
+refused with the choices listed (:func:`invalid_choice`, shared with the query string), where
+DRF says only ``"green" is not a valid choice.``
 """
 
 from __future__ import annotations
@@ -69,6 +71,17 @@ def _free_json_problem(value: Any) -> str | None:
     return None
 
 
+def invalid_choice(field: serializers.Field, value: Any) -> str | None:
+    """The message for ``value`` given to a choice field that does not offer it, naming every
+    choice (DRF's own message names none); None for a valid choice or another kind of field."""
+    if not isinstance(field, serializers.ChoiceField) or isinstance(value, list | Mapping):
+        return None
+    if (value == "" and field.allow_blank) or str(value) in field.choice_strings_to_values:
+        return None
+    choices = ", ".join(str(choice) for choice in field.choices)
+    return f'"{value}" is not a valid choice; choose one of: {choices}.'
+
+
 def json_type_problem(field: serializers.Field, value: Any) -> Any:
     """The validation detail for ``value`` given to ``field``, or None when its JSON type fits.
 
@@ -110,7 +123,7 @@ def json_type_problem(field: serializers.Field, value: Any) -> Any:
             # DRF trims surrounding white space before it measures; the limit is on the value
             # as sent (the document's maxLength), so 2,100 characters with 200 spaces is too long.
             return f"Ensure this field has no more than {limit} characters."
-        return None
+        return invalid_choice(field, value)
     return None
 
 

@@ -6,7 +6,14 @@ boolean is ``true`` or ``false``, an integer is digits with an optional minus si
 no blanks), a maximum length is measured on the value as sent (DRF measures after trimming),
 and an empty value is a value (``?tag=`` is a blank tag, refused where blanks are) — DRF's
 HTML-form reading would treat a blank as "not given" and ``1``/``yes``/``on`` as true.
-Unknown parameters are ignored.
+
+An unknown parameter is a ``validation_error`` naming it: ``?inbox_id=`` on ``GET /emails``
+(whose filter is ``inbox``) once answered with every inbox's mail, and a typo must never widen a
+query. DRF views declare the query of each method (``query = {"GET": EmailListQuery}``, beside
+``scopes``); :class:`KnownQueryOnly` refuses every other name before the handler runs, on every
+method (an operation without a declared query takes none), and ``ScopedAutoSchema`` documents
+the same serializer, so the document and the check never disagree. The raw ASGI endpoints (wait,
+stream) go through :func:`validate_query`, which refuses unknown names too.
 """
 
 from __future__ import annotations
@@ -16,7 +23,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
+
+from config.api.inputs import invalid_choice
 
 _INTEGER = re.compile(r"-?[0-9]+")
 
@@ -45,7 +55,15 @@ def _form_problem(field: serializers.Field, value: str) -> str | None:
     limit = getattr(field, "max_length", None)
     if limit is not None and len(value) > limit:  # as sent: DRF measures after trimming
         return f"Ensure this field has no more than {limit} characters."
-    return None
+    return invalid_choice(field, value)
+
+
+def unknown_parameter(known: Iterable[str]) -> str:
+    """The issue message of an unknown query parameter: what the operation takes instead."""
+    names = sorted(known)
+    if not names:
+        return "Unknown query parameter: this operation takes none."
+    return "Unknown query parameter: this operation takes " + ", ".join(names) + "."
 
 
 def validate_query(
@@ -60,6 +78,7 @@ def validate_query(
     problems: dict[str, str] = {}
     for name, value in pairs:
         if name not in fields:
+            problems[name] = unknown_parameter(fields)
             continue
         if name in values:
             problems[name] = "Given more than once."
@@ -80,3 +99,28 @@ def parse_query(serializer_class: type[serializers.Serializer], request: Request
     params: Mapping[str, list[str]] = request.query_params
     pairs = [(name, value) for name, values in params.lists() for value in values]
     return validate_query(serializer_class, pairs)
+
+
+def declared_query(view: Any, method: str) -> type[serializers.Serializer] | None:
+    """The query serializer ``view`` declares for ``method`` (``view.query``), if any."""
+    method = "GET" if method.upper() == "HEAD" else method.upper()
+    return (getattr(view, "query", None) or {}).get(method)
+
+
+class KnownQueryOnly(BasePermission):
+    """Refuses, before the handler runs, a query parameter the view does not declare for the
+    method (``view.query``); an operation without a declared query takes no parameter at all.
+
+    A permission so it runs on every view after authentication and the scope check (401 and
+    403 come first, as for any other request), before anything is read or written.
+    """
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not hasattr(view, request.method.lower()):
+            return True  # a method the view does not serve: DRF answers 405
+        declared = declared_query(view, request.method)
+        known = declared().fields.keys() if declared is not None else ()
+        unknown = [name for name in request.query_params if name not in known]
+        if unknown:
+            raise serializers.ValidationError({name: unknown_parameter(known) for name in unknown})
+        return True

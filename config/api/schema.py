@@ -19,6 +19,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 from config.api.errors import ApiError
+from config.api.query import declared_query
 
 
 class ErrorIssueOut(serializers.Serializer):
@@ -161,6 +162,12 @@ class ScopedAutoSchema(AutoSchema):
                         response["links"] = dict(links)
             operation["responses"] = dict(sorted(responses.items()))
         return operation
+
+    def get_override_parameters(self) -> list[Any]:
+        # The query the view declares for this method (``view.query``) is the one
+        # config.api.query.KnownQueryOnly enforces: documented from the same serializer.
+        declared = declared_query(self.view, self.method)
+        return [*super().get_override_parameters(), *([declared] if declared else [])]
 
     def get_tags(self) -> list[str]:
         tags = getattr(self.view, "tags", None)
