@@ -1,9 +1,14 @@
 # Pigeonhole — `make run` (embedded quick start) and `make test` (PostgreSQL + Redis beside embedded).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# make run's ports (make run PORT=8080 SMTP_PORT=2526); the defaults are the documented ones.
+PORT ?= 8000
+SMTP_PORT ?= 2525
+# The demo workspace's admin key, kept between runs (mode 0600) so each run shows the same key.
+DEMO_KEY_FILE := var/demo-admin-key
 
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
@@ -11,21 +16,30 @@ export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 .PHONY: install run test test-fast test-postgres test-embedded lint bench chaos fuzz clean browser
 
 $(BIN)/python:
-	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
-	$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
 
+# The first install takes a minute or two and used to print nothing (pip --quiet): a line per
+# step and pip's own progress; once the stamp is newer than pyproject.toml nothing runs here.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "make: upgrading pip in $(VENV)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "make: installing Pigeonhole and its dependencies into $(VENV) (about a minute on a first run)"
+	@$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
+	@touch $(STAMP)
+	@echo "make: $(VENV) is ready"
 
 install: $(STAMP)
 
 run: install
-	$(BIN)/python manage.py migrate --noinput -v0
-	$(BIN)/python manage.py bootstrap --workspace Demo --owner demo@pigeonhole.test --password pigeonhole-demo
-	@echo "dashboard  http://127.0.0.1:8000/login/  (demo@pigeonhole.test / pigeonhole-demo)"
-	$(BIN)/python manage.py serve --port 8000
+	@echo "make run: migrating the database (embedded: var/pigeonhole.sqlite3)"
+	@$(BIN)/python manage.py migrate --noinput -v0
+	@echo "make run: the demo workspace"
+	@$(BIN)/python manage.py bootstrap --workspace Demo --owner demo@pigeonhole.test \
+		--password pigeonhole-demo --superuser --key-file $(DEMO_KEY_FILE)
+	@echo "dashboard  http://127.0.0.1:$(PORT)/login/  (demo@pigeonhole.test / pigeonhole-demo)"
+	@$(BIN)/python manage.py serve --port $(PORT) --smtp-port $(SMTP_PORT)
 
 lint: install
 	$(BIN)/ruff check .

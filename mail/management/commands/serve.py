@@ -34,10 +34,27 @@ class Command(BaseCommand):
     help = "Serve HTTP, SMTP and the periodic jobs in one process (embedded mode)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--smtp-host", default="127.0.0.1")
-        parser.add_argument("--smtp-port", type=int, default=settings.SMTP_PORT)
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="Address HTTP listens on (default: 127.0.0.1, this machine only; 0.0.0.0 for "
+            "every interface).",
+        )
+        parser.add_argument(
+            "--port", type=int, default=8000, help="Port of HTTP: API, dashboard (default: 8000)."
+        )
+        parser.add_argument(
+            "--smtp-host",
+            default="127.0.0.1",
+            help="Address the SMTP receiver listens on (default: 127.0.0.1).",
+        )
+        parser.add_argument(
+            "--smtp-port",
+            type=int,
+            default=settings.SMTP_PORT,
+            help="Port of the SMTP receiver (default: the SMTP_PORT setting, "
+            f"{settings.SMTP_PORT}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         import daphne.server  # installs the asyncio reactor before anything imports twisted
@@ -65,10 +82,16 @@ class Command(BaseCommand):
             background.append(loop.create_task(start_smtp()))
             for task, every in schedule:
                 background.append(loop.create_task(_periodic(task, every)))
+            base = f"http://{options['host']}:{options['port']}"
             self.stdout.write(
-                f"Pigeonhole: http://{options['host']}:{options['port']}/  "
-                f"smtp://{options['smtp_host']}:{options['smtp_port']}  (Ctrl-C stops everything)"
+                f"Pigeonhole: {base}/  smtp://{options['smtp_host']}:{options['smtp_port']}  "
+                "(Ctrl-C stops everything)\n"
+                f"  dashboard  {base}/login/\n"
+                f"  admin      {base}/admin/  (staff accounts: bootstrap --superuser, "
+                "createsuperuser)\n"
+                f"  API        {base}/api/v1/  (documentation: {base}/api/docs)"
             )
+            self.stdout.flush()
 
         # The access log on stdout, as the production web process (config.web) writes it:
         # with ?access_token= values redacted.
