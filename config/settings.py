@@ -204,6 +204,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# Beat's record of when each periodic job last ran (a shelve: one or more files). Celery's default
+# is ./celerybeat-schedule*, which left files in the checkout; var/ is this instance's own state.
+CELERY_BEAT_SCHEDULE_FILENAME = env.str(
+    "BEAT_SCHEDULE_FILE", default=str(VAR_DIR / "celerybeat-schedule")
+)
 
 # --- Product settings ------------------------------------------------------------------------
 INBOX_DOMAINS = [d.strip().lower() for d in env.list("INBOX_DOMAINS", default=["pigeonhole.test"])]
