@@ -173,6 +173,9 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# Files served at the site's root: /favicon.ico, which browsers ask for on every page without a
+# <link rel=icon> (the admin, the API documentation) and which was a 404 in every log.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache, channel layer, jobs -------------------------------------------------------------
