@@ -93,6 +93,10 @@ class Command(BaseCommand):
             )
             self.stdout.flush()
 
+        # The banner above names every address; daphne's own start-up lines at INFO ("HTTP/2
+        # support not enabled", "Configuring endpoint", "Listening on") were noise in every
+        # make run. Its warnings and errors still show.
+        logging.getLogger("daphne.server").setLevel(logging.WARNING)
         # The access log on stdout, as the production web process (config.web) writes it:
         # with ?access_token= values redacted.
         server = RedactingServer(
