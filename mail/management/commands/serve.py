@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sys
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +29,19 @@ async def _periodic(task: Any, every: float) -> None:
             await sync_to_async(task, thread_sensitive=False)()
         except Exception:
             logger.exception("periodic job %s failed", name)
+
+
+def port_taken(host: str, port: int) -> bool:
+    """True when nothing of ours could listen on ``host:port`` (another process holds it)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As both listeners bind: a port left in TIME_WAIT by the last run is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError:
+            return True
+    return False
 
 
 class Command(BaseCommand):
@@ -57,8 +71,21 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # A port in use used to end in daphne's CRITICAL line and exit status 0 (HTTP), or in
+        # a banner over an SMTP receiver that never listened (SMTP): refuse with what to do.
+        for what, host, port, flag, variable in (
+            ("HTTP", options["host"], options["port"], "--port", "PORT"),
+            ("SMTP", options["smtp_host"], options["smtp_port"], "--smtp-port", "SMTP_PORT"),
+        ):
+            if port_taken(host, port):
+                raise CommandError(
+                    f"The {what} port {host}:{port} is in use (another make run or manage.py "
+                    f"serve?). Stop that process, or choose another port: {flag} {port + 1}, "
+                    f"or make run {variable}={port + 1}."
+                )
         import daphne.server  # installs the asyncio reactor before anything imports twisted
         from daphne.access import AccessLogGenerator
+        from twisted.internet import reactor
 
         from config.asgi import application
         from config.celery import app
@@ -75,13 +102,23 @@ class Command(BaseCommand):
         loop = daphne.server.twisted_loop
         background: list[asyncio.Task] = []
 
+        failed: list[str] = []
+
         def ready() -> None:
             async def start_smtp() -> None:
-                await start_server(options["smtp_host"], options["smtp_port"])
+                try:
+                    await start_server(options["smtp_host"], options["smtp_port"])
+                except OSError as error:  # taken since the check above: stop, say why
+                    failed.append(f"SMTP on {options['smtp_host']}:{options['smtp_port']}: {error}")
+                    reactor.stop()
+                    return
+                banner()  # once both ports listen
 
             background.append(loop.create_task(start_smtp()))
             for task, every in schedule:
                 background.append(loop.create_task(_periodic(task, every)))
+
+        def banner() -> None:
             base = f"http://{options['host']}:{options['port']}"
             self.stdout.write(
                 f"Pigeonhole: {base}/  smtp://{options['smtp_host']}:{options['smtp_port']}  "
@@ -107,3 +144,5 @@ class Command(BaseCommand):
             action_logger=AccessLogGenerator(sys.stdout),
         )
         server.run()
+        if failed:
+            raise CommandError(f"Could not listen: {failed[0]}")
