@@ -19,7 +19,8 @@ export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 .PHONY: install run test test-fast test-postgres test-embedded lint bench chaos fuzz clean browser
 
 $(BIN)/python:
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	@[ -n "$(PYTHON)" ] && $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+		echo "make: Python 3.11 or newer is required: put python3.11 (or a python3 that new) on PATH, or name one: make run PYTHON=/path/to/python3.12" >&2; exit 1; }
 	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
 	@$(PYTHON) -m venv $(VENV)
 

@@ -130,3 +130,18 @@ def test_make_install_gets_the_test_tools_with_progress(tmp_path: Path) -> None:
     assert len(installs) == 1 and "[dev]" in installs[0], plan
     assert "--quiet" not in installs[0] and " -q" not in installs[0], plan
     assert any("installing Pigeonhole" in line for line in plan), plan
+
+
+def test_without_a_suitable_python_make_run_says_what_it_needs(tmp_path: Path) -> None:
+    copy = fresh_copy(tmp_path / "pigeonhole")
+    subprocess.run(["rm", "-rf", str(copy / ".venv")], check=True)
+    done = subprocess.run(
+        ["make", "run", "PYTHON=/nonexistent/python3"],
+        cwd=copy,
+        env=quickstart_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    assert "Python 3.11 or newer is required" in done.stderr, done.stderr
+    assert "PYTHON=" in done.stderr and not (copy / ".venv").exists()
