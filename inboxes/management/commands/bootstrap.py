@@ -20,7 +20,10 @@ from inboxes import services as inbox_services
 
 
 class Command(BaseCommand):
-    help = "Create or reuse a workspace with its owner, and mint an admin key with all scopes."
+    help = (
+        "Create or reuse a workspace with its owner, and print an admin key with all scopes: a "
+        "new one, or the one --key-file keeps while it is valid."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
