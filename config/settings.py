@@ -262,10 +262,18 @@ WEBHOOK_TIMEOUT = env.float("WEBHOOK_TIMEOUT", default=10.0)  # total seconds of
 # The sweeper queues a due delivery again once its task had this long to arrive (a killed worker
 # takes its task with it), and at most once per this many seconds.
 WEBHOOK_SWEEP_GRACE = env.float("WEBHOOK_SWEEP_GRACE", default=10.0)
+WEBHOOK_SWEEP_EVERY = env.float("WEBHOOK_SWEEP_EVERY", default=2.0)  # seconds between sweeps
 OUTBOX_APPROVAL_HOURS = env.int("OUTBOX_APPROVAL_HOURS", default=72)
 # How long a delivery attempt holds its outbox item: a worker killed mid-attempt leaves it to
 # another after this long. Longer than any attempt can take (see EMAIL_TIMEOUT).
 OUTBOX_LEASE_SECONDS = env.int("OUTBOX_LEASE_SECONDS", default=120)
+# Seconds before each retry of a transient relay failure (±10 %); one more attempt than steps,
+# then the item is failed. Sweeps and their grace work as the webhook ones (config/work.py).
+OUTBOX_RETRY_SCHEDULE = [
+    int(s) for s in env.list("OUTBOX_RETRY_SCHEDULE", default=["30", "120", "600", "1800", "7200"])
+]
+OUTBOX_SWEEP_GRACE = env.float("OUTBOX_SWEEP_GRACE", default=10.0)
+OUTBOX_SWEEP_EVERY = env.float("OUTBOX_SWEEP_EVERY", default=15.0)  # seconds between sweeps
 EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
 CLASSIFIER_URL = env.str("CLASSIFIER_URL", default="")
 CLASSIFIER_MODEL = env.str("CLASSIFIER_MODEL", default="")

@@ -7,20 +7,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from apikeys.models import ApiKey, Membership, role_may
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
 from config.api.timestamps import iso
+from config.work import WorkQueue
 from events import services as events
 from events.models import Event
 from inboxes.models import ForwardSetter, Inbox
@@ -34,14 +33,26 @@ from outbox.selectors import delivery_record
 
 logger = logging.getLogger(__name__)
 
+# Sent items to hand to the relay: the lease, retry and sweep engine of config.work, with this
+# queue's settings. Embedded mode attempts at once (the send's answer may already say where the
+# message went); retries wait for the in-process sweeper.
+DELIVERIES = WorkQueue(
+    model=OutboxItem,
+    state_field="delivery",
+    due_states=(DeliveryState.QUEUED, DeliveryState.RETRYING),
+    task="outbox.deliver",
+    retry_schedule="OUTBOX_RETRY_SCHEDULE",
+    lease_seconds=lambda: settings.OUTBOX_LEASE_SECONDS,
+    sweep_grace="OUTBOX_SWEEP_GRACE",
+    runs_inline=True,
+)
+
 OUTBOUND_PENDING = "outbound.pending"
 OUTBOUND_SENT = "outbound.sent"
 OUTBOUND_REJECTED = "outbound.rejected"
 OUTBOUND_FAILED = "outbound.failed"
 OUTBOUND_EXPIRED = "outbound.expired"  # not a webhook type; it wakes waiters
-RETRY_SCHEDULE = (30, 120, 600, 1800, 7200)  # transient relay failures
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
-SWEEP_GRACE = timedelta(seconds=10)  # a queued task's time to reach a worker before another
 MAX_ATTEMPT_LOG = 20
 CAPTURED_REPLY = (
     "captured here, not sent: embedded mode without EMAIL_URL keeps mail for other domains"
@@ -123,7 +134,7 @@ def _mark_sent(item: OutboxItem) -> None:
     item.sent_at = timezone.now()
     item.delivery = DeliveryState.QUEUED
     item.next_attempt_at = timezone.now()
-    transaction.on_commit(lambda: queue(item.pk))
+    transaction.on_commit(lambda: DELIVERIES.queue(item.pk))
 
 
 def send(
@@ -269,32 +280,6 @@ def decide(
     return locked
 
 
-def queue(item_id: str, countdown: float | None = None) -> None:
-    """Hands delivery to a worker; in embedded mode (eager tasks) it runs right away."""
-    from outbox.tasks import deliver  # local: outbox.tasks imports this module (a Celery cycle)
-
-    try:
-        deliver.apply_async((item_id,), countdown=countdown)
-    except Exception:
-        logger.warning("could not queue outbox delivery %s; the sweeper will", item_id)
-
-
-def _claim(item_id: str) -> bool:
-    now = timezone.now()
-    # Workers take item ids from their own queue: cross-tenant by design, here and below.
-    return (
-        OutboxItem.objects.unscoped()
-        .filter(
-            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-            pk=item_id,
-            delivery__in=[DeliveryState.QUEUED, DeliveryState.RETRYING],
-            next_attempt_at__lte=now,
-        )
-        .update(leased_until=now + timedelta(seconds=settings.OUTBOX_LEASE_SECONDS))
-        == 1
-    )
-
-
 def attempt_delivery(item_id: str) -> bool:
     """One delivery attempt of a sent item, if this worker wins the lease.
 
@@ -302,7 +287,7 @@ def attempt_delivery(item_id: str) -> bool:
     hand-over is marked just before the message goes out, so a worker killed in between leaves
     a mark: the next attempt sends again (SMTP prefers a duplicate to a loss) and says so.
     """
-    if not _claim(item_id):
+    if DELIVERIES.claim(item_id) is None:
         return False
     item = OutboxItem.objects.unscoped().select_related("inbox").get(pk=item_id)
     notes: list[str] = []
@@ -380,10 +365,9 @@ def _record_attempt(
         item.relay_reply = entry["reply"] = reply
         if state != DeliveryState.CAPTURED:
             item.delivered_at = now
-    elif not failure.permanent and item.attempts <= len(RETRY_SCHEDULE):
-        delay = RETRY_SCHEDULE[item.attempts - 1] * random.uniform(0.9, 1.1)
+    elif not failure.permanent and (retry_at := DELIVERIES.next_attempt(item.attempts, now)):
         item.delivery = DeliveryState.RETRYING
-        item.next_attempt_at = now + timedelta(seconds=delay)
+        item.next_attempt_at = retry_at
         item.error = entry["error"] = "; ".join([*notes, failure.message])
     else:
         item.delivery, item.next_attempt_at = DeliveryState.FAILED, None
@@ -399,32 +383,14 @@ def _record_attempt(
     else:
         item.save(update_fields=fields)
     if item.delivery == DeliveryState.RETRYING:
-        from config.celery import app
-
-        if not app.conf.task_always_eager:
-            queue(item.pk, countdown=(item.next_attempt_at - timezone.now()).total_seconds())
+        countdown = max(0.0, (item.next_attempt_at - timezone.now()).total_seconds())
+        DELIVERIES.queue(item.pk, countdown=countdown)
 
 
 def sweep() -> int:
-    """Hands due, unclaimed delivery attempts to workers: tasks the broker lost with a killed
-    worker and, in embedded mode, retries. With a broker, an item is queued again only once its
-    task had ``SWEEP_GRACE`` to arrive, and at most once per grace: a backlog waiting in the
-    broker is not multiplied on every run."""
-    from config.celery import app
-
-    now = timezone.now()
-    eager = app.conf.task_always_eager
-    due = OutboxItem.objects.unscoped().filter(  # the sweeper looks at every workspace
-        Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-        delivery__in=[DeliveryState.QUEUED, DeliveryState.RETRYING],
-        next_attempt_at__lte=now if eager else now - SWEEP_GRACE,
-    )
-    ids = list(due.order_by("next_attempt_at").values_list("pk", flat=True)[:200])
-    if ids and not eager:
-        due.filter(pk__in=ids).update(next_attempt_at=now)  # the grace starts again
-    for item_id in ids:
-        queue(item_id)
-    return len(ids)
+    """Hands due, unclaimed delivery attempts to workers (``config.work``): tasks the broker
+    lost with a killed worker and, in embedded mode, retries."""
+    return DELIVERIES.sweep(attempt_delivery)
 
 
 def expire_pending(*, now: Any = None) -> int:

@@ -11,22 +11,21 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
-import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
 from apikeys.models import Workspace
 from config.api.timestamps import iso
 from config.changes import save_changes
 from config.rows import placeholders, select_rows
+from config.work import WorkQueue
 from events.models import Event
 from webhooks import secrets, sender
 from webhooks.exceptions import EndpointNotFound
@@ -49,7 +48,22 @@ IN_PROGRESS = "in progress"
 INTERRUPTED = "interrupted: the worker stopped before the answer was recorded"
 LEASE_LOST = "not sent: the worker stalled until its lease ran out"
 LEASE_MARGIN = 3.0  # seconds of the lease kept for recording the outcome after the request
-JITTER = 0.1
+
+# Deliveries to attempt: the lease, retry and sweep engine of config.work, with this queue's
+# settings. The lease is longer than any request can take (the request gets at most what is left
+# of it, less LEASE_MARGIN); embedded mode leaves every attempt to the in-process sweeper, so an
+# HTTP call never runs inside the request or SMTP transaction that caused it.
+DELIVERIES = WorkQueue(
+    model=Delivery,
+    state_field="status",
+    due_states=(DeliveryStatus.PENDING, DeliveryStatus.RETRYING),
+    task="webhooks.deliver",
+    retry_schedule="WEBHOOK_RETRY_SCHEDULE",
+    lease_seconds=lambda: settings.WEBHOOK_TIMEOUT + 5,
+    sweep_grace="WEBHOOK_SWEEP_GRACE",
+    runs_inline=False,
+    token_field="lease_token",
+)
 
 
 # --- endpoints ----------------------------------------------------------------------------------
@@ -138,7 +152,7 @@ def _save_and_queue(deliveries: list[Delivery]) -> list[Delivery]:
     if deliveries:
         Delivery.objects.bulk_create(deliveries)
         ids = [delivery.pk for delivery in deliveries]
-        transaction.on_commit(lambda: [queue(delivery_id) for delivery_id in ids])
+        transaction.on_commit(lambda: [DELIVERIES.queue(delivery_id) for delivery_id in ids])
     return deliveries
 
 
@@ -164,49 +178,7 @@ def fan_out(records: Sequence[Event]) -> list[Delivery]:
     )
 
 
-def queue(delivery_id: str, countdown: float | None = None) -> None:
-    """Hands the delivery to a worker. Embedded mode (eager tasks) leaves it to the sweeper,
-    so an HTTP call never runs inside the request or SMTP transaction that caused it."""
-    from config.celery import app
-    from webhooks.tasks import deliver  # local: webhooks.tasks imports this module (Celery cycle)
-
-    if app.conf.task_always_eager:
-        return
-    try:
-        deliver.apply_async((delivery_id,), countdown=countdown)
-    except Exception:  # the broker is down: the sweeper finds the row when it is back
-        logger.warning("could not queue delivery %s; the sweeper will", delivery_id)
-
-
 # --- attempts ---------------------------------------------------------------------------------
-
-
-def _schedule() -> list[int]:
-    return list(settings.WEBHOOK_RETRY_SCHEDULE)
-
-
-def lease() -> timedelta:
-    """How long an attempt holds its delivery: longer than any request can take (the request
-    gets at most what is left of it, less ``LEASE_MARGIN``)."""
-    return timedelta(seconds=settings.WEBHOOK_TIMEOUT + 5)
-
-
-def _claim(delivery_id: str, now: datetime) -> str | None:
-    """Takes the lease of a due, free delivery; its token, or None if another worker holds it
-    or it is not due."""
-    token = uuid.uuid4().hex
-    # Workers take delivery ids from their own queue: cross-tenant by design, here and below.
-    claimed = (
-        Delivery.objects.unscoped()
-        .filter(
-            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-            pk=delivery_id,
-            status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
-            next_attempt_at__lte=now,
-        )
-        .update(leased_until=now + lease(), lease_token=token)
-    )
-    return token if claimed == 1 else None
 
 
 def signed_request(delivery: Delivery, at: datetime) -> tuple[bytes, dict[str, str]]:
@@ -222,16 +194,6 @@ def signed_request(delivery: Delivery, at: datetime) -> tuple[bytes, dict[str, s
     }
 
 
-def next_attempt(count: int, finished: datetime) -> tuple[str, datetime | None]:
-    """The status and next attempt time of a delivery whose ``count``-th attempt of the series
-    failed at ``finished``: the schedule's ``count``-th delay (±``JITTER``), or ``failed``."""
-    schedule = _schedule()
-    if count > len(schedule):
-        return DeliveryStatus.FAILED, None
-    delay = schedule[count - 1] * random.uniform(1 - JITTER, 1 + JITTER)
-    return DeliveryStatus.RETRYING, finished + timedelta(seconds=delay)
-
-
 def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
     """One attempt of a due delivery, if this worker wins the lease; None otherwise.
 
@@ -244,7 +206,7 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
     """
     now = now or timezone.now()
     claimed_at = time.monotonic()
-    token = _claim(delivery_id, now)
+    token = DELIVERIES.claim(delivery_id, now)
     if token is None:
         return None
     delivery = Delivery.objects.unscoped().select_related("endpoint").filter(pk=delivery_id).first()
@@ -260,11 +222,11 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
     except IntegrityError:  # the same, a moment later
         return None
     body, headers = signed_request(delivery, started)
-    left = lease().total_seconds() - LEASE_MARGIN - (time.monotonic() - claimed_at)
+    left = DELIVERIES.lease().total_seconds() - LEASE_MARGIN - (time.monotonic() - claimed_at)
     if left <= 0:  # this worker stalled: let another take the delivery, send nothing
         logged.error = LEASE_LOST
         logged.save(update_fields=["error"])
-        held.update(leased_until=None, lease_token="")
+        held.update(**DELIVERIES.released())
         return logged
     outcome = sender.post(
         delivery.endpoint.url, body, headers, deadline=min(settings.WEBHOOK_TIMEOUT, left)
@@ -281,17 +243,19 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
         Attempt.objects.filter(delivery=delivery, pk=logged.pk).update(**result)
         for name, value in result.items():
             setattr(logged, name, value)
+        next_at = None
         if outcome.succeeded:
-            status, next_at = DeliveryStatus.SUCCEEDED, None
+            status = DeliveryStatus.SUCCEEDED
+        elif next_at := DELIVERIES.next_attempt(delivery.attempt_count + 1, finished):
+            status = DeliveryStatus.RETRYING
         else:
-            status, next_at = next_attempt(delivery.attempt_count + 1, finished)
+            status = DeliveryStatus.FAILED
         recorded = held.update(
             status=status,
             attempt_count=F("attempt_count") + 1,
             next_attempt_at=next_at,
-            leased_until=None,
-            lease_token="",
             updated_at=timezone.now(),
+            **DELIVERIES.released(),
         )
     if not recorded:  # deleted meanwhile, or (never while attempts end before their lease) stale
         logger.warning(
@@ -299,87 +263,14 @@ def attempt(delivery_id: str, *, now: datetime | None = None) -> Attempt | None:
         )
         return logged
     if next_at is not None:
-        queue(delivery.pk, countdown=max(0.0, (next_at - finished).total_seconds()))
+        DELIVERIES.queue(delivery.pk, countdown=max(0.0, (next_at - finished).total_seconds()))
     return logged
 
 
-def due_deliveries(limit: int = 500, *, overdue_by: timedelta = timedelta(0)) -> list[str]:
-    """Ids of deliveries whose attempt is due (for ``overdue_by`` already) and nobody holds."""
-    now = timezone.now()
-    return list(
-        Delivery.objects.unscoped()
-        .filter(
-            Q(leased_until__isnull=True) | Q(leased_until__lt=now),
-            status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING],
-            next_attempt_at__lte=now - overdue_by,
-        )
-        .order_by("next_attempt_at")
-        .values_list("pk", flat=True)[:limit]
-    )
-
-
-def _backlog() -> int:
-    """How many tasks wait in the broker's queue for a worker (0 when it cannot tell)."""
-    from config.celery import app
-
-    try:
-        with app.connection_for_write() as conn:
-            try:
-                declared = conn.default_channel.queue_declare(
-                    queue=app.conf.task_default_queue, passive=True
-                )
-            except conn.channel_errors:  # no such queue: nothing ever waited, or all was taken
-                return 0
-            return declared.message_count
-    except Exception:  # the broker is down: queue() will say so
-        return 0
-
-
 def sweep() -> int:
-    """Hands due deliveries to workers when the broker lost their task; embedded mode attempts
-    every due delivery right here.
-
-    With a broker, two kinds are queued again. One whose lease ran out (its worker died mid-
-    attempt, and its task with it) at once, its lease cleared so that this happens once. One
-    nobody claimed for ``WEBHOOK_SWEEP_GRACE`` past its time (a retry's countdown task held by a
-    killed worker) only while the broker's queue is empty, and at most once per grace: while
-    tasks wait there, the workers have not caught up yet, and queuing what may be among them
-    again would only lengthen the wait (it did: under load the redundant tasks outnumbered the
-    deliveries several times over).
-    """
-    from config.celery import app
-
-    if app.conf.task_always_eager:
-        due = due_deliveries()
-        for delivery_id in due:
-            attempt(delivery_id)
-        return len(due)
-    now = timezone.now()
-    # The sweeper looks at every workspace's deliveries: cross-tenant, as above.
-    rows = Delivery.objects.unscoped().filter(
-        status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING], next_attempt_at__lte=now
-    )
-    expired = list(
-        rows.filter(leased_until__lt=now)
-        .order_by("leased_until")
-        .values_list("pk", flat=True)[:500]
-    )
-    if expired:
-        rows.filter(pk__in=expired, leased_until__lt=now).update(leased_until=None, lease_token="")
-    unclaimed: list[str] = []
-    if not _backlog():
-        cutoff = now - timedelta(seconds=settings.WEBHOOK_SWEEP_GRACE)
-        waiting = rows.filter(leased_until__isnull=True, next_attempt_at__lte=cutoff)
-        unclaimed = list(
-            waiting.exclude(pk__in=expired)
-            .order_by("next_attempt_at")
-            .values_list("pk", flat=True)[:500]
-        )
-        if unclaimed:  # the grace starts again; the rows stay due
-            waiting.filter(pk__in=unclaimed).update(next_attempt_at=now)
-    for delivery_id in expired + unclaimed:
-        queue(delivery_id)
-    return len(expired) + len(unclaimed)
+    """Hands due deliveries to workers when the broker lost their task (``config.work``);
+    embedded mode attempts every due delivery right here."""
+    return DELIVERIES.sweep(attempt)
 
 
 def replay(*, delivery: Delivery) -> Delivery:
@@ -392,7 +283,7 @@ def replay(*, delivery: Delivery) -> Delivery:
         leased_until=None,
         updated_at=timezone.now(),
     )
-    queue(delivery.pk)
+    DELIVERIES.queue(delivery.pk)
     delivery.refresh_from_db()
     return delivery
 

@@ -149,7 +149,7 @@ def test_worker_killed_while_handing_over(
             while OutboxItem.objects.get(pk=item_id).delivery != "done":
                 assert time.monotonic() < deadline, OutboxItem.objects.get(pk=item_id).error
                 with app.connection_for_write():
-                    services.queue(item_id)  # what the sweeper does for the lost task
+                    services.DELIVERIES.queue(item_id)  # what the sweeper does for the lost task
                 time.sleep(0.5)
             # Done: no attempt can follow (a claim needs a queued or retrying delivery), and
             # the sink stored every copy before answering the 250 that was recorded.

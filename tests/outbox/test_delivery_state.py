@@ -77,6 +77,30 @@ def _at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def test_the_retry_schedule_is_a_setting(
+    workspace: Workspace, inbox: Inbox, sink: Sink, settings: Any
+) -> None:
+    """``OUTBOX_RETRY_SCHEDULE`` spaces the retries of a transient failure (here one step of
+    300 s, ±10 %) and bounds them: one more attempt than steps, then the item is failed."""
+    settings.OUTBOX_RETRY_SCHEDULE = [300]  # the sweeper below runs in this process
+    sink.answers = ["451 4.3.0 Later", "451 4.3.0 Later again"]
+    with live(
+        workspace, EMAIL_URL=f"smtp://127.0.0.1:{sink.port}", OUTBOX_RETRY_SCHEDULE="300"
+    ) as api:
+        first = _get(api, _send(api, inbox, "later@example.com", "one")["id"])
+        state = first["delivery"]
+        next_at = _at(state["next_attempt_at"])
+        with time_machine.travel(next_at + timedelta(seconds=1)):
+            assert services.sweep() == 1
+        second = _get(api, first["id"])
+
+    assert state["state"] == "retrying"
+    waited = next_at - _at(state["attempts"][0]["at"])
+    assert timedelta(seconds=270) <= waited <= timedelta(seconds=330)
+    assert second["status"] == "failed" and second["delivery"]["state"] == "failed"
+    assert ["451" in a["error"] for a in second["delivery"]["attempts"]] == [True, True]
+
+
 def test_delivered_failed_and_retrying_say_so(
     workspace: Workspace, inbox: Inbox, sink: Sink
 ) -> None:
@@ -111,7 +135,9 @@ def test_delivered_failed_and_retrying_say_so(
     assert state["state"] == "retrying" and state["reply"] is None
     assert "451" in state["attempts"][0]["error"]
     first_at = _at(state["attempts"][0]["at"])
-    assert timedelta(seconds=20) < next_at - first_at < timedelta(seconds=40)  # RETRY_SCHEDULE
+    assert (
+        timedelta(seconds=20) < next_at - first_at < timedelta(seconds=40)
+    )  # OUTBOX_RETRY_SCHEDULE
     assert [row["id"] for row in listed] == [retrying["id"]]
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "validation_error"
 

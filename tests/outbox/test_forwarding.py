@@ -367,7 +367,7 @@ def test_inbox_filter_applies_to_outbound_events(
     assert sorted(body["type"] for body in bodies) == sorted(expected)
     assert {body["data"]["inbox"]["id"] for body in bodies} == {a["id"]}
     assert {body["data"]["outbound"]["inbox_id"] for body in bodies} == {a["id"]}
-    for delivery_id in webhook_services.due_deliveries():  # what the beat sweeper does
+    for delivery_id in webhook_services.DELIVERIES.due():  # what the beat sweeper does
         webhook_services.attempt(delivery_id)
     arrived = receiver.wait_for(len(rows))
     assert sorted(json.loads(r.body)["id"] for r in arrived) == sorted(row.pk for row in rows)

@@ -288,7 +288,7 @@ def test_signatures_on_the_wire(settings, workspace: Workspace, receiver: Receiv
             local_part=f"w{n}-{rng.randrange(10**6)}",
             name=_text(rng, 0, 60).replace("\x00", ""),  # NUL: refused by the API
         )
-    due = services.due_deliveries(limit=10**6)
+    due = services.DELIVERIES.due(limit=10**6)
     assert len(due) == inboxes * endpoint_count
     for delivery_id in due:
         assert services.attempt(delivery_id) is not None

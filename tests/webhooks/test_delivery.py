@@ -64,7 +64,7 @@ def attempt_in_thread(delivery_id: str, results: list[object]) -> threading.Thre
 
 def deliver_due() -> int:
     """What a worker does: attempt every due delivery."""
-    return sum(services.attempt(d) is not None for d in services.due_deliveries())
+    return sum(services.attempt(d) is not None for d in services.DELIVERIES.due())
 
 
 def test_email_received_signed_and_shaped(api: Api, receiver: Receiver, inbox: Inbox) -> None:
@@ -251,7 +251,7 @@ def test_one_attempt_at_a_time(api: Api, receiver: Receiver, workspace: Workspac
     endpoint(api, receiver, events=["inbox.created"])
     receiver.default = (200, 0.5)
     inbox_services.inbox_create(workspace=workspace, local_part="race")
-    delivery_id = services.due_deliveries()[0]
+    delivery_id = services.DELIVERIES.due()[0]
     results: list[object] = []
     threads = [attempt_in_thread(delivery_id, results) for _ in range(4)]
     for thread in threads:
@@ -270,7 +270,7 @@ def test_an_endpoint_deleted_during_an_attempt_ends_it_quietly(
     hook = endpoint(api, receiver, events=["inbox.created"])
     receiver.default = (200, 1.0)
     inbox_services.inbox_create(workspace=workspace, local_part="vanishing")
-    delivery_id = services.due_deliveries()[0]
+    delivery_id = services.DELIVERIES.due()[0]
     results: list[object] = []
     thread = attempt_in_thread(delivery_id, results)
     receiver.wait_for(1)  # the request is out; the receiver holds it for a second
@@ -290,11 +290,11 @@ def test_a_stale_attempt_never_overwrites_the_attempt_that_took_over(
     endpoint(api, receiver, events=["inbox.created"])
     receiver.script = [(500, 1.5), (200, 0.0)]  # the first is still in flight when the second ends
     inbox_services.inbox_create(workspace=workspace, local_part="stale")
-    delivery_id = services.due_deliveries()[0]
+    delivery_id = services.DELIVERIES.due()[0]
     results: list[object] = []
     thread = attempt_in_thread(delivery_id, results)  # the stale one
     receiver.wait_for(1)
-    later = timezone.now() + services.lease() + timedelta(seconds=1)
+    later = timezone.now() + services.DELIVERIES.lease() + timedelta(seconds=1)
     assert services.attempt(delivery_id, now=later) is not None
     thread.join()
     delivery = Delivery.objects.get()

@@ -100,8 +100,8 @@ def test_killed_worker_leaves_delivery_to_another(
         while Delivery.objects.get().status != "succeeded" and time.monotonic() < deadline:
             if not embedded():  # (embedded: serve's own sweeper)
                 with app.connection_for_write():
-                    for delivery_id in services.due_deliveries():  # what the beat sweeper does
-                        services.queue(delivery_id)
+                    for delivery_id in services.DELIVERIES.due():  # what the beat sweeper does
+                        services.DELIVERIES.queue(delivery_id)
             time.sleep(0.5)
     finally:
         second.stop()
