@@ -1,9 +1,17 @@
 # Pigeonhole — `make run` (embedded quick start) and `make test` (PostgreSQL + Redis beside embedded).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
-VENV := .venv
+VENV ?= .venv
 BIN := $(VENV)/bin
+# Installed: the project with its dev extras (make test, lint, bench, …), and the project alone
+# (what make run needs).
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+# make run's ports (make run PORT=8080 SMTP_PORT=2526); the defaults are the documented ones.
+PORT ?= 8000
+SMTP_PORT ?= 2525
+# The demo workspace's admin key, kept between runs (mode 0600) so each run shows the same key.
+DEMO_KEY_FILE := var/demo-admin-key
 
 export DATABASE_URL_TEST ?= postgres://postgres@127.0.0.1:5432/pigeonhole
 export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
@@ -11,21 +19,43 @@ export REDIS_URL_TEST ?= redis://127.0.0.1:6379/0
 .PHONY: install run test test-fast test-postgres test-embedded lint bench chaos fuzz clean browser
 
 $(BIN)/python:
-	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
-	$(PYTHON) -m venv $(VENV)
+	@[ -n "$(PYTHON)" ] && $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { \
+		echo "make: Python 3.11 or newer is required: put python3.11 (or a python3 that new) on PATH, or name one: make run PYTHON=/path/to/python3.12" >&2; exit 1; }
+	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
+	@$(PYTHON) -m venv $(VENV)
 
+# The first install takes a minute or two and used to print nothing (pip --quiet): a line per
+# step and pip's own progress; once a stamp is newer than pyproject.toml nothing runs here.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "make: upgrading pip in $(VENV)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "make: installing Pigeonhole and its dependencies with the test tools into $(VENV) (a minute or two on a first run)"
+	@$(BIN)/python -m pip install --progress-bar on -e '.[dev]'
+	@touch $(STAMP) $(RUN_STAMP)
+	@echo "make: $(VENV) is ready"
 
 install: $(STAMP)
 
-run: install
-	$(BIN)/python manage.py migrate --noinput -v0
-	$(BIN)/python manage.py bootstrap --workspace Demo --owner demo@pigeonhole.test --password pigeonhole-demo
-	@echo "dashboard  http://127.0.0.1:8000/login/  (demo@pigeonhole.test / pigeonhole-demo)"
-	$(BIN)/python manage.py serve --port 8000
+# make run installs the project's own dependencies only: the test tools (moto, Playwright,
+# schemathesis, hypothesis, …) were half of a new user's first wait. A .venv that has the dev
+# extras already (make test, make install) has everything make run needs.
+$(RUN_STAMP): $(BIN)/python pyproject.toml
+	@if [ $(STAMP) -nt pyproject.toml ]; then true; else \
+		echo "make: upgrading pip in $(VENV)" && \
+		$(BIN)/python -m pip install --quiet --upgrade pip && \
+		echo "make: installing Pigeonhole and its dependencies into $(VENV) (about a minute on a first run)" && \
+		$(BIN)/python -m pip install --progress-bar on -e . && \
+		echo "make: $(VENV) is ready"; fi
+	@touch $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	@echo "make run: migrating the database (embedded: var/pigeonhole.sqlite3)"
+	@$(BIN)/python manage.py migrate --noinput -v0
+	@echo "make run: the demo workspace"
+	@$(BIN)/python manage.py bootstrap --workspace Demo --owner demo@pigeonhole.test \
+		--password pigeonhole-demo --superuser --key-file $(DEMO_KEY_FILE)
+	@echo "sign in    demo@pigeonhole.test / pigeonhole-demo  (the dashboard and /admin/)"
+	@$(BIN)/python manage.py serve --port $(PORT) --smtp-port $(SMTP_PORT)
 
 lint: install
 	$(BIN)/ruff check .

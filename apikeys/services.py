@@ -37,8 +37,8 @@ from apikeys.models import (
     may_manage,
     role_may,
 )
-from apikeys.selectors import invitation_for_plain, invitation_problem
-from config.api.errors import Forbidden, NotFound, ValidationFailed
+from apikeys.selectors import api_key_for_plain, invitation_for_plain, invitation_problem
+from config.api.errors import Forbidden, NotFound, Unauthorized, ValidationFailed
 
 ALL_SCOPES = ("read", "write", "send", "admin")
 
@@ -437,6 +437,26 @@ class Bootstrapped(NamedTuple):
     password_set: bool  # False: the owner's account existed and kept its own password
 
 
+def user_make_superuser(*, user: AbstractBaseUser) -> None:
+    """Lets the user into the Django admin with every permission (the operator's
+    ``bootstrap --superuser``; ``make run`` gives it to the demo owner)."""
+    if not (user.is_staff and user.is_superuser):
+        user.is_staff = user.is_superuser = True
+        user.save(update_fields=["is_staff", "is_superuser"])
+
+
+def _admin_key_to_keep(workspace: Workspace, plain: str) -> ApiKey | None:
+    """The key behind ``plain`` when it is an active admin key of this workspace (every scope),
+    else None: a key from another workspace, revoked, expired or narrowed is never shown again."""
+    try:
+        key = api_key_for_plain(plain)
+    except Unauthorized:
+        return None
+    if key.workspace_id != workspace.pk or tuple(key.scopes) != ALL_SCOPES:
+        return None
+    return key
+
+
 def bootstrap(
     *,
     workspace_name: str,
@@ -444,11 +464,16 @@ def bootstrap(
     password: str,
     require_approval: bool = False,
     reset_password: bool = False,
+    superuser: bool = False,
+    keep_key: str | None = None,
 ) -> Bootstrapped:
     """Creates (or reuses) a workspace and its owner, and a new admin key with every scope.
 
     The operator's command line: the password is set for a new owner account; an existing
     account keeps its own unless ``reset_password`` says the operator means to replace it.
+    ``keep_key`` is a plain key an earlier run printed: while it is still an active admin key
+    of this workspace it is returned again and no key is minted (``make run`` runs this on
+    every start; each run used to leave one more valid admin key behind).
     """
     User = get_user_model()
     with transaction.atomic():
@@ -458,12 +483,18 @@ def bootstrap(
         password_set = not existed or reset_password
         if existed and reset_password:
             user_set_password(user=owner, password=password)
+        if superuser:
+            user_make_superuser(user=owner)
         membership_set(workspace=workspace, user=owner, role=Role.OWNER)
-        created = api_key_create(
-            workspace=workspace,
-            name="bootstrap admin key",
-            kind=KeyKind.PERSONAL,
-            scopes=ALL_SCOPES,
-            created_by=owner,
-        )
+        kept = _admin_key_to_keep(workspace, keep_key) if keep_key else None
+        if kept is not None:
+            created = CreatedKey(key=kept, plain=keep_key or "")
+        else:
+            created = api_key_create(
+                workspace=workspace,
+                name="bootstrap admin key",
+                kind=KeyKind.PERSONAL,
+                scopes=ALL_SCOPES,
+                created_by=owner,
+            )
     return Bootstrapped(workspace, owner, created, password_set)

@@ -173,6 +173,9 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
+# Files served at the site's root: /favicon.ico, which browsers ask for on every page without a
+# <link rel=icon> (the admin, the API documentation) and which was a 404 in every log.
+WHITENOISE_ROOT = BASE_DIR / "static" / "root"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache, channel layer, jobs -------------------------------------------------------------
@@ -204,6 +207,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
+# Beat's record of when each periodic job last ran (a shelve: one or more files). Celery's default
+# is ./celerybeat-schedule*, which left files in the checkout; var/ is this instance's own state.
+CELERY_BEAT_SCHEDULE_FILENAME = env.str(
+    "BEAT_SCHEDULE_FILE", default=str(VAR_DIR / "celerybeat-schedule")
+)
 
 # --- Product settings ------------------------------------------------------------------------
 INBOX_DOMAINS = [d.strip().lower() for d in env.list("INBOX_DOMAINS", default=["pigeonhole.test"])]

@@ -14,12 +14,35 @@ class Command(BaseCommand):
     help = "Create an API key: createkey WORKSPACE NAME [--scopes read,write] [--kind agent]."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("workspace", help="Workspace id (ws_…) or name.")
-        parser.add_argument("name")
-        parser.add_argument("--scopes", default="read,write")
-        parser.add_argument("--kind", default=KeyKind.AGENT, choices=KeyKind.values)
-        parser.add_argument("--expires-in-days", type=int)
-        parser.add_argument("--require-approval", action="store_true")
+        parser.add_argument(
+            "workspace", help="The workspace, by id (ws_…) or name (the oldest of that name)."
+        )
+        parser.add_argument("name", help="A name for the key, shown on the dashboard's Keys page.")
+        parser.add_argument(
+            "--scopes",
+            default="read,write",
+            help=f"Comma list of scopes among {', '.join(services.ALL_SCOPES)} "
+            "(default: read,write).",
+        )
+        parser.add_argument(
+            "--kind",
+            default=KeyKind.AGENT,
+            choices=KeyKind.values,
+            help=f"What the key is for, one of {', '.join(KeyKind.values)} "
+            f"(default: {KeyKind.AGENT}).",
+        )
+        parser.add_argument(
+            "--expires-in-days",
+            type=int,
+            metavar="DAYS",
+            help="The key stops working this many days from now (default: none, it never expires).",
+        )
+        parser.add_argument(
+            "--require-approval",
+            action="store_true",
+            help="Mail sent with this key waits for a human's approval (default: off; the "
+            "workspace's own setting still applies).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         ref = options["workspace"]

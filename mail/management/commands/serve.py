@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import sys
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 logger = logging.getLogger(__name__)
 
@@ -30,18 +31,61 @@ async def _periodic(task: Any, every: float) -> None:
             logger.exception("periodic job %s failed", name)
 
 
+def port_taken(host: str, port: int) -> bool:
+    """True when nothing of ours could listen on ``host:port`` (another process holds it)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As both listeners bind: a port left in TIME_WAIT by the last run is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError:
+            return True
+    return False
+
+
 class Command(BaseCommand):
     help = "Serve HTTP, SMTP and the periodic jobs in one process (embedded mode)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
-        parser.add_argument("--smtp-host", default="127.0.0.1")
-        parser.add_argument("--smtp-port", type=int, default=settings.SMTP_PORT)
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="Address HTTP listens on (default: 127.0.0.1, this machine only; 0.0.0.0 for "
+            "every interface).",
+        )
+        parser.add_argument(
+            "--port", type=int, default=8000, help="Port of HTTP: API, dashboard (default: 8000)."
+        )
+        parser.add_argument(
+            "--smtp-host",
+            default="127.0.0.1",
+            help="Address the SMTP receiver listens on (default: 127.0.0.1).",
+        )
+        parser.add_argument(
+            "--smtp-port",
+            type=int,
+            default=settings.SMTP_PORT,
+            help="Port of the SMTP receiver (default: the SMTP_PORT setting, "
+            f"{settings.SMTP_PORT}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # A port in use used to end in daphne's CRITICAL line and exit status 0 (HTTP), or in
+        # a banner over an SMTP receiver that never listened (SMTP): refuse with what to do.
+        for what, host, port, flag, variable in (
+            ("HTTP", options["host"], options["port"], "--port", "PORT"),
+            ("SMTP", options["smtp_host"], options["smtp_port"], "--smtp-port", "SMTP_PORT"),
+        ):
+            if port_taken(host, port):
+                raise CommandError(
+                    f"The {what} port {host}:{port} is in use (another make run or manage.py "
+                    f"serve?). Stop that process, or choose another port: {flag} {port + 1}, "
+                    f"or make run {variable}={port + 1}."
+                )
         import daphne.server  # installs the asyncio reactor before anything imports twisted
         from daphne.access import AccessLogGenerator
+        from twisted.internet import reactor
 
         from config.asgi import application
         from config.celery import app
@@ -58,18 +102,38 @@ class Command(BaseCommand):
         loop = daphne.server.twisted_loop
         background: list[asyncio.Task] = []
 
+        failed: list[str] = []
+
         def ready() -> None:
             async def start_smtp() -> None:
-                await start_server(options["smtp_host"], options["smtp_port"])
+                try:
+                    await start_server(options["smtp_host"], options["smtp_port"])
+                except OSError as error:  # taken since the check above: stop, say why
+                    failed.append(f"SMTP on {options['smtp_host']}:{options['smtp_port']}: {error}")
+                    reactor.stop()
+                    return
+                banner()  # once both ports listen
 
             background.append(loop.create_task(start_smtp()))
             for task, every in schedule:
                 background.append(loop.create_task(_periodic(task, every)))
-            self.stdout.write(
-                f"Pigeonhole: http://{options['host']}:{options['port']}/  "
-                f"smtp://{options['smtp_host']}:{options['smtp_port']}  (Ctrl-C stops everything)"
-            )
 
+        def banner() -> None:
+            base = f"http://{options['host']}:{options['port']}"
+            self.stdout.write(
+                f"Pigeonhole: {base}/  smtp://{options['smtp_host']}:{options['smtp_port']}  "
+                "(Ctrl-C stops everything)\n"
+                f"  dashboard  {base}/login/\n"
+                f"  admin      {base}/admin/  (staff accounts: bootstrap --superuser, "
+                "createsuperuser)\n"
+                f"  API        {base}/api/v1/  (documentation: {base}/api/docs)"
+            )
+            self.stdout.flush()
+
+        # The banner above names every address; daphne's own start-up lines at INFO ("HTTP/2
+        # support not enabled", "Configuring endpoint", "Listening on") were noise in every
+        # make run. Its warnings and errors still show.
+        logging.getLogger("daphne.server").setLevel(logging.WARNING)
         # The access log on stdout, as the production web process (config.web) writes it:
         # with ?access_token= values redacted.
         server = RedactingServer(
@@ -80,3 +144,5 @@ class Command(BaseCommand):
             action_logger=AccessLogGenerator(sys.stdout),
         )
         server.run()
+        if failed:
+            raise CommandError(f"Could not listen: {failed[0]}")

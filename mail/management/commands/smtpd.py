@@ -35,8 +35,18 @@ class Command(BaseCommand):
     help = "Receive mail over SMTP for every hosted address (several processes may share a port)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--host", default="0.0.0.0")
-        parser.add_argument("--port", type=int, default=settings.SMTP_PORT)
+        parser.add_argument(
+            "--host",
+            default="0.0.0.0",
+            help="Address to listen on (default: 0.0.0.0, every interface).",
+        )
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=settings.SMTP_PORT,
+            help="Port to listen on; several smtpd processes may share it (default: the "
+            f"SMTP_PORT setting, {settings.SMTP_PORT}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tune_interpreter()

@@ -1,0 +1,54 @@
+"""Celery beat run from a checkout keeps its schedule under ``var/`` and leaves the tree clean
+(issue 25, item 6): ``celerybeat-schedule*`` files used to appear beside manage.py, untracked
+and not ignored."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.quickstart import fresh_copy, quickstart_env
+
+pytestmark = pytest.mark.live
+
+
+def _git(copy: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(copy), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+def test_beat_keeps_its_schedule_under_var_and_git_status_stays_clean(tmp_path: Path) -> None:
+    copy = fresh_copy(tmp_path / "pigeonhole")
+    _git(copy, "init", "-q")
+    _git(copy, "add", "-A")
+    _git(copy, "-c", "user.name=t", "-c", "user.email=t@x.test", "commit", "-qm", "copy")
+    # The Procfile's beat, as written there (embedded settings: its broker is in memory, so
+    # the jobs it sends go nowhere).
+    procfile = (copy / "Procfile").read_text()
+    beat = next(line for line in procfile.splitlines() if line.startswith("beat:"))
+    argv = beat.split(":", 1)[1].split()
+    assert argv[0] == "celery"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *argv],
+        cwd=copy,
+        env=quickstart_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list((copy / "var").glob("celerybeat-schedule*")):
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            assert time.monotonic() < deadline, "beat wrote no schedule under var/"
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    assert not list(copy.glob("celerybeat-schedule*"))
+    assert _git(copy, "status", "--porcelain") == ""

@@ -1,0 +1,44 @@
+"""``manage.py serve`` (what ``make run`` starts) on a port another process holds: it stops with
+an exit status and a message that says what to do. Found walking the quick start (issue 25): a
+busy HTTP port ended in daphne's CRITICAL log line with exit status 0, and a busy SMTP port in
+the start-up banner over a receiver that never listened."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.live import ROOT, free_port
+from tests.quickstart import quickstart_env
+
+pytestmark = pytest.mark.live
+
+
+@pytest.mark.parametrize("busy", ["http", "smtp"])
+def test_a_busy_port_stops_serve_with_what_to_do(busy: str, tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        http, smtp = (taken, free_port()) if busy == "http" else (free_port(), taken)
+        env = quickstart_env()
+        env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'pigeonhole.sqlite3'}"
+        done = subprocess.run(
+            [sys.executable, "manage.py", "serve", "--port", str(http), "--smtp-port", str(smtp)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode != 0, (done.stdout, done.stderr)
+    assert "Pigeonhole: http://" not in done.stdout  # no banner over a server that is not there
+    flag, variable = ("--port", "PORT") if busy == "http" else ("--smtp-port", "SMTP_PORT")
+    assert f"127.0.0.1:{taken} is in use" in done.stderr, done.stderr
+    assert f"{flag} {taken + 1}" in done.stderr and f"make run {variable}={taken + 1}" in (
+        done.stderr
+    )
