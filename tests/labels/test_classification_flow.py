@@ -4,6 +4,7 @@ answers as email.labeled, the workspace switch, and the sweeper for lost tasks."
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -134,14 +135,17 @@ def test_removed_classifier_label_is_a_negative_example(
 def test_sweeper_announces_emails_whose_task_was_lost(llm: FakeLLM, inbox: Inbox, settings) -> None:  # type: ignore[no-untyped-def]
     from config.celery import app
 
-    broker = app.conf.broker_url
-    app.conf.task_always_eager = False
-    app.conf.broker_url = "memory://"  # the task goes nowhere: a lost task
+    # The task goes to a queue of this test's own that nobody consumes, deleted after: a lost
+    # task. (Swapping the broker URL instead left the process's producer pool on the other
+    # broker, and later tests' tasks went there.)
+    previous = app.conf.task_default_queue
+    app.conf.task_always_eager, app.conf.task_default_queue = False, f"test-{uuid.uuid4().hex}"
     try:
         email = receive(inbox)
     finally:
-        app.conf.task_always_eager = True
-        app.conf.broker_url = broker
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_delete(app.conf.task_default_queue)
+        app.conf.task_always_eager, app.conf.task_default_queue = True, previous
     assert Email.objects.get(pk=email.pk).announced_at is None
     assert classification.announce_overdue() == 0  # not overdue yet
     with time_machine.travel(timezone.now() + timedelta(seconds=40)):
