@@ -68,9 +68,9 @@ async def measure(
     from django.db import close_old_connections, connection
     from django.utils import timezone
 
+    from config.patterns import Budget
     from events import hub
     from inboxes.models import Inbox
-    from config.patterns import Budget
     from mail import realtime, waiting
 
     inbox_id, _ = fixtures.inboxes[-1]
