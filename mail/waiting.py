@@ -89,13 +89,22 @@ async def _subject_matches(subject: str, query: dict[str, Any], budget: Budget) 
     return pattern is None or (await pattern.asearch(subject, budget)).matched
 
 
+Accept = Callable[[dict[str, Any]], bool]
+
+
 @db_call
 def find(
-    inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str], budget: Budget
+    inbox: Inbox,
+    since: datetime,
+    query: dict[str, Any],
+    seen: set[str],
+    budget: Budget,
+    accept: Accept | None = None,
 ) -> dict | None:
     """The full record of the oldest matching email received at or after ``since``, read in
     batches to the end of the inbox (a long run of mail that does not match cannot hide it;
-    a pattern that spends the wait's ``budget`` matches nothing more, so the read stays short)."""
+    a pattern that spends the wait's ``budget`` matches nothing more, so the read stays short).
+    ``accept`` looks at a match's record too (``get_verification_code``: one with a code)."""
     after: tuple[datetime, str] | None = None
     while True:
         candidates = Email.objects.filter(inbox=inbox, received_at__gte=since)
@@ -112,7 +121,9 @@ def find(
             if pk in seen:
                 continue
             if _matches(address, name, subject, query, budget):
-                return EmailOut(email_get(inbox.workspace, pk)).data
+                record = EmailOut(email_get(inbox.workspace, pk)).data
+                if accept is None or accept(record):
+                    return record
             seen.add(pk)
         if len(rows) < FIND_BATCH:
             return None
@@ -147,19 +158,21 @@ async def wait_for_email(
     receive: Receive | None = None,
     tick: Callable[[], Awaitable[None]] | None = None,
     tick_seconds: float = 5.0,
+    accept: Accept | None = None,
 ) -> dict | None:
     """The first email of ``inbox`` that matches ``query`` and arrived at or after ``since``
     (its full API record), or None once the event loop's clock passes ``deadline``.
 
     Raises :class:`ClientGone` when ``receive`` reports a disconnect, and the key's error
     (``unauthorized``) when the key is revoked or expires meanwhile. ``tick`` is awaited every
-    ``tick_seconds`` while nothing has arrived (MCP progress notifications)."""
+    ``tick_seconds`` while nothing has arrived (MCP progress notifications); ``accept``, when
+    given, must also approve a matching email's record."""
     budget = Budget()
     seen: set[str] = set()
     async with listen(  # before the first read
         inbox_group(inbox.pk), receive=receive, watch=watch_key(principal)
     ) as listener:
-        found = await find(inbox, since, query, seen, budget)
+        found = await find(inbox, since, query, seen, budget, accept)
         listener.signal_at(deadline, TIMEOUT)
         if tick is not None:
             listener.signal_every(tick_seconds, KEEPALIVE)
@@ -177,7 +190,7 @@ async def wait_for_email(
                 continue
             if listener.lagged:  # dropped wake-ups: the log knows
                 listener.lagged = False
-                found = await find(inbox, since, query, seen, budget)
+                found = await find(inbox, since, query, seen, budget, accept)
                 continue
             if message.get("event") != events.EMAIL_RECEIVED:
                 continue
@@ -190,6 +203,8 @@ async def wait_for_email(
                 and await _subject_matches(email["subject"], query, budget)
             ):
                 found = await load(inbox, email["id"])
+                if found is not None and accept is not None and not accept(found):
+                    found = None
             seen.add(email["id"])
         return found
 

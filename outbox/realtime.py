@@ -76,11 +76,12 @@ async def _take_slot(scope: dict[str, Any], receive: Receive, send: Send) -> Lea
     return taken[0]
 
 
-async def _wait_for_change(
+async def wait_for_change(
     item_id: str, timeout: float, receive: Receive, key: tuple[str, str] | None
 ) -> dict | ApiError | None:
     """The item once its status changes or time is up; None if the client left; the error if
-    the request's key was revoked or expired meanwhile."""
+    the request's key was revoked or expired meanwhile. Also the MCP tool ``get_outbox_item``'s
+    wait (``outbox.mcp.tools``)."""
     watch = (lambda signal: key_watch().watch(*key, signal)) if key is not None else None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -152,7 +153,7 @@ def wait_for_decision(django_app: Any) -> Any:
             await send({"type": "http.response.body", "body": body})
             return
         try:
-            final = await _wait_for_change(
+            final = await wait_for_change(
                 item["id"], float(raw_wait), receive, await _key_of(scope)
             )
         except ApiError as exc:  # the key stopped working between the view and now
