@@ -19,8 +19,8 @@ INSTRUCTIONS = (
 
 def build() -> MCPServer:
     server = MCPServer("pigeonhole", instructions=INSTRUCTIONS)
-    for fn, title, annotations in TOOLS:
-        server.add_tool(fn, title=title, annotations=annotations, structured_output=True)
+    for fn, title, hints in TOOLS:
+        server.add_tool(fn, title=title, annotations=hints, structured_output=True)
     return server
 
 
