@@ -287,3 +287,66 @@ def test_malicious_mail_comes_back_delimited_and_marked_untrusted(
     assert "Ignore previous instructions" in html_body and "bold" in html_body
     assert "<" not in html_body.split("\n", 1)[1].rsplit("\n", 1)[0]  # no markup, no script
     assert "steal()" not in html_body
+
+
+def approve_in_dashboard(stack: Stack, workspace: Workspace, item_id: str) -> int:
+    """An owner signs in to the dashboard and approves the item (the form, CSRF-checked)."""
+    from django.db import connection
+
+    from tests.outbox.test_forwarding import signed_in
+
+    try:
+        with signed_in(stack, workspace, "owner") as owner:
+            page = owner.get(f"/approvals/{item_id}/")
+            assert page.status_code == 200
+            response = owner.post(
+                f"/approvals/{item_id}/decide/",
+                data={
+                    "decision": "approve",
+                    "approve-subject": "Can you confirm?",
+                    "approve-text": "Please confirm the booking.",
+                    "approve-note": "",
+                    "csrfmiddlewaretoken": owner.cookies["csrftoken"],
+                },
+            )
+            return response.status_code
+    finally:
+        connection.close()
+
+
+def test_a_key_that_requires_approval_gets_pending_then_sent_once_approved(
+    stack: Stack, transactional_db: None, workspace: Workspace
+) -> None:
+    inbox_services.inbox_create(workspace=workspace, local_part="booker")
+    inbox_services.inbox_create(workspace=workspace, local_part="hotel")
+    key = key_of(workspace, "read", "send", require_approval=True)
+
+    async def run() -> tuple:
+        async with session(mcp_url(stack), key) as client:
+            sent = await client.call_tool(
+                "send_email",
+                {
+                    "inbox": "booker@pigeonhole.test",
+                    "to": ["hotel@pigeonhole.test"],
+                    "subject": "Can you confirm?",
+                    "text": "Please confirm the booking.",
+                    "reason": "The user asked me to confirm the booking.",
+                },
+            )
+            assert not sent.is_error, sent
+            item = sent.structured_content
+            waiting = asyncio.create_task(
+                client.call_tool("get_outbox_item", {"item_id": item["id"], "wait": 60})
+            )
+            await asyncio.sleep(0.5)
+            status = await asyncio.to_thread(approve_in_dashboard, stack, workspace, item["id"])
+            return item, status, await waiting
+
+    item, status, decided = asyncio.run(run())
+    assert item["status"] == "pending" and item["approval_required"] is True
+    assert item["approval_url"] == f"{stack.base_url}/approvals/{item['id']}/"
+    assert "a person decides in the dashboard" in item["message"]
+    assert status == 302
+    assert not decided.is_error, decided
+    assert decided.structured_content["status"] == "sent"
+    assert decided.structured_content["decided_by"]
