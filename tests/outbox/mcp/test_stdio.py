@@ -80,3 +80,29 @@ def test_stdio_refuses_a_bad_key_at_start(transactional_db: None, workspace: Wor
     )
     assert result.returncode != 0
     assert "unauthorized" in result.stderr and result.stdout == ""
+
+
+def test_the_keys_rate_limit_is_a_rate_limited_tool_error_with_the_retry_time(
+    transactional_db: None, workspace: Workspace
+) -> None:
+    key = key_services.api_key_create(workspace=workspace, name="busy", scopes=["read"]).plain
+    params = server_params(key)
+    params.env["RATE_LIMIT_PER_MINUTE"] = "3"  # the start-up check is the first
+
+    async def run() -> list:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            # six: even if a minute window ends in between, one window sees more than three
+            return [await client.call_tool("list_inboxes", {}) for _ in range(6)]
+
+    calls = asyncio.run(run())
+    assert not calls[0].is_error
+    refused = [call for call in calls if call.is_error]
+    assert refused, "the rate limit never answered"
+    error = error_of(refused[0])
+    assert error["code"] == "rate_limited" and error["kind"] == "rate_limited"
+    assert error["status"] == 429 and 1 <= error["retry_after_seconds"] <= 60
+    assert f"retry in {error['retry_after_seconds']} s" in error["message"]
