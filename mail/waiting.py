@@ -108,6 +108,8 @@ def find(
     after: tuple[datetime, str] | None = None
     while True:
         candidates = Email.objects.filter(inbox=inbox, received_at__gte=since)
+        if query.get("unread_only"):  # not a REST parameter: get_verification_code's
+            candidates = candidates.filter(read=False)
         if after is not None:
             candidates = candidates.filter(
                 Q(received_at__gt=after[0]) | Q(received_at=after[0], pk__gt=after[1])

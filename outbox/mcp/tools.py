@@ -340,6 +340,7 @@ async def get_verification_code(
     who = await caller(ctx)
     require(who.principal, "read")
     row, query, lease = await _open_wait(who.principal, inbox, {"from": from_, "timeout": timeout})
+    query["unread_only"] = True  # read mail is skipped in the database, not loaded
     found = await _wait(ctx, who, row, query, lease, since=row.created_at, accept=_has_code)
     if found is None:
         return results.CodeResult(

@@ -350,3 +350,34 @@ def test_a_key_that_requires_approval_gets_pending_then_sent_once_approved(
     assert not decided.is_error, decided
     assert decided.structured_content["status"] == "sent"
     assert decided.structured_content["decided_by"]
+
+
+def test_get_verification_code_returns_each_unread_code_once_in_order(
+    stack: Stack, transactional_db: None, workspace: Workspace
+) -> None:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="twice")
+    key = key_of(workspace, "read")
+    for code in ("111222", "333444"):  # both arrived before the agent asks
+        smtp_send(
+            stack, message(to=inbox.address, subject="Code", text=f"Code {code}"), inbox.address
+        )
+    smtp_send(stack, message(to=inbox.address, subject="News", text="No code here."), inbox.address)
+
+    async def run() -> list:
+        async with session(mcp_url(stack), key) as client:
+            return [
+                (
+                    await client.call_tool(
+                        "get_verification_code", {"inbox": inbox.pk, "timeout": 1}
+                    )
+                ).structured_content
+                for _ in range(3)
+            ]
+
+    first, second, third = asyncio.run(run())
+    assert (first["found"], first["code"]) == (True, "111222")
+    assert (second["found"], second["code"]) == (True, "333444")
+    assert third["found"] is False
+    from mail.models import Email
+
+    assert Email.objects.filter(inbox=inbox, read=True).count() == 2
