@@ -10,5 +10,6 @@ layers let only the top app do that (``pyproject.toml``'s import-linter contract
 - ``tools``: the tools, each a thin call of an existing service or selector;
 - ``server``: the SDK's server object with the tools registered;
 - ``asgi``: ``/mcp`` (streamable HTTP, stateless), mounted by ``config.asgi``;
+- ``views`` and ``clients``: the dashboard's "Connect an agent" page and its client snippets;
 - ``outbox/management/commands/mcp.py``: stdio (``manage.py mcp --key pgh_…``).
 """

@@ -27,7 +27,13 @@ from rest_framework import serializers
 from apikeys.principal import Principal
 from apikeys.throttling import Lease, aclose_slot, open_slot
 from config.api.asgi import db_call, header
-from config.api.errors import ApiError, NotFound, ValidationFailed, envelope, to_api_error
+from config.api.errors import (
+    ApiError,
+    Unauthorized,
+    ValidationFailed,
+    envelope,
+    to_api_error,
+)
 from config.api.pagination import paginate
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
@@ -93,7 +99,7 @@ async def caller(ctx: Context) -> Caller:
         return Caller(scope[PRINCIPAL], base_url_of(scope))
     stdio = STDIO_SCOPE.get()
     if stdio is None:
-        raise NotFound("No credential for this call.")  # not reached: both transports set one
+        raise Unauthorized()  # not reached: both transports set a credential
     return Caller(await authenticate(stdio), stdio.get("base_url", ""))
 
 
