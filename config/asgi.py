@@ -1,4 +1,5 @@
-"""ASGI entry point (daphne): Channels routes the long-poll and SSE paths, Django serves the rest.
+"""ASGI entry point (daphne): Channels routes the long-poll and SSE paths and the MCP server
+(``/mcp``, ``outbox.mcp.asgi``), Django serves the rest.
 
 The streaming paths are raw ASGI apps (``mail.realtime``) behind Channels' session and auth
 middleware, so dashboard sessions work there too.
@@ -19,6 +20,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mail.realtime import stream_app, wait_app  # noqa: E402
+from outbox.mcp.asgi import mcp_app  # noqa: E402
 from outbox.realtime import wait_for_decision  # noqa: E402
 
 outbox_waiting = wait_for_decision(django_asgi_app)
@@ -36,6 +38,7 @@ application = ProtocolTypeRouter(
                 ),
                 re_path(r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/send$", outbox_waiting),
                 re_path(r"^api/v1/outbox/(?P<item_id>[^/]+)$", outbox_waiting),
+                re_path(r"^mcp/?$", mcp_app),  # bearer keys only: no session middleware
                 re_path(r"", django_asgi_app),
             ]
         )

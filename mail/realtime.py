@@ -11,24 +11,21 @@ The wait's ``subject`` filter is a user's pattern: it is compiled and matched by
 ``config.patterns`` (a time limit per search, a budget per wait, never on the event loop), so a
 catastrophic pattern costs its own wait a bounded moment and nobody else anything. Each open
 wait or stream holds one of its key's ``MAX_OPEN_STREAMS_PER_KEY`` slots
-(``apikeys.throttling.open_slot``) until it ends.
+(``apikeys.throttling.open_slot``) until it ends. The wait's loop (matching, finding, parking)
+is ``mail.waiting``'s, shared with the MCP server's ``wait_for_email``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
 from django.utils import timezone
 from rest_framework import serializers
 
 from apikeys import gate
 from apikeys.principal import Principal
 from apikeys.throttling import Lease, aclose_slot, open_slot
-from apikeys.watch import key_watch
 from config.api.asgi import (
     Receive,
     Send,
@@ -41,14 +38,12 @@ from config.api.asgi import (
 )
 from config.api.errors import ApiError, to_api_error
 from config.api.query import validate_query
-from config.patterns import Budget, InvalidPattern, UserPattern, compile_user_pattern
 from events import services as events
 from events.listen import (
     CLOSED,
     KEEPALIVE,
     TIMEOUT,
     Listener,
-    Watch,
     cached,
     inbox_group,
     listen,
@@ -56,13 +51,10 @@ from events.listen import (
 from events.models import Event
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
-from mail.models import Email
-from mail.selectors import email_get
-from mail.serializers import EmailOut
+from mail.waiting import ClientGone, WaitQuery, deadline_after, wait_for_email, watch_key
 
 KEEPALIVE_SECONDS = 15.0  # stream: a comment line this often
 REPLAY_BATCH = 1000  # stream: log rows read at a time when catching up
-FIND_BATCH = 500  # wait: emails read at a time when looking for a match
 STREAM_EVENTS = (
     events.EMAIL_RECEIVED,
     events.EMAIL_LABELED,
@@ -70,23 +62,6 @@ STREAM_EVENTS = (
     events.EMAIL_DELETED,
     events.MAIL_REJECTED,
 )
-
-
-class WaitQuery(serializers.Serializer):
-    timeout = serializers.IntegerField(min_value=0, max_value=120, default=30)
-    since = serializers.DateTimeField(required=False)
-    subject = serializers.CharField(required=False, max_length=500, allow_blank=True)
-
-    def get_fields(self) -> dict[str, serializers.Field]:
-        fields = super().get_fields()
-        fields["from"] = serializers.CharField(required=False, max_length=320, allow_blank=True)
-        return fields
-
-    def validate_subject(self, value: str) -> UserPattern:
-        try:
-            return compile_user_pattern(value)
-        except InvalidPattern as exc:
-            raise serializers.ValidationError(str(exc)) from None
 
 
 STREAM_MAX_SECONDS = 86_400
@@ -144,132 +119,33 @@ async def _admitted(
         return None
 
 
-def _watch_key(principal: Principal) -> Watch | None:
-    """Tells the listener (with the error) when the request's key stops working: revoked,
-    expired or deleted keys end waits and streams within ``apikeys.watch.CHECK_SECONDS``."""
-    key = principal.key
-    if key is None:
-        return None
-    return lambda signal: key_watch().watch(principal.workspace.pk, key.pk, signal)
-
-
-def _from_matches(sender_address: str, sender_name: str, query: dict[str, Any]) -> bool:
-    wanted_from = (query.get("from") or "").lower()
-    return not wanted_from or wanted_from in f"{sender_name} <{sender_address}>".lower()
-
-
-def _matches(
-    sender_address: str, sender_name: str, subject: str, query: dict[str, Any], budget: Budget
-) -> bool:
-    """Whether an email passes the wait's filters; blocking (call it from a thread)."""
-    if not _from_matches(sender_address, sender_name, query):
-        return False
-    pattern: UserPattern | None = query.get("subject")
-    return pattern is None or pattern.search(subject, budget).matched
-
-
-async def _subject_matches(subject: str, query: dict[str, Any], budget: Budget) -> bool:
-    pattern: UserPattern | None = query.get("subject")
-    return pattern is None or (await pattern.asearch(subject, budget)).matched
-
-
-@db_call
-def _find(
-    inbox: Inbox, since: datetime, query: dict[str, Any], seen: set[str], budget: Budget
-) -> dict | None:
-    """The full record of the oldest matching email received at or after ``since``, read in
-    batches to the end of the inbox (a long run of mail that does not match cannot hide it;
-    a pattern that spends the wait's ``budget`` matches nothing more, so the read stays short)."""
-    after: tuple[datetime, str] | None = None
-    while True:
-        candidates = Email.objects.filter(inbox=inbox, received_at__gte=since)
-        if after is not None:
-            candidates = candidates.filter(
-                Q(received_at__gt=after[0]) | Q(received_at=after[0], pk__gt=after[1])
-            )
-        rows = list(
-            candidates.order_by("received_at", "pk").values_list(
-                "pk", "from_address", "from_name", "subject", "received_at"
-            )[:FIND_BATCH]
-        )
-        for pk, address, name, subject, _ in rows:
-            if pk in seen:
-                continue
-            if _matches(address, name, subject, query, budget):
-                return EmailOut(email_get(inbox.workspace, pk)).data
-            seen.add(pk)
-        if len(rows) < FIND_BATCH:
-            return None
-        after = (rows[-1][4], rows[-1][0])
-
-
-@db_call
-def _load(inbox: Inbox, email_id: str) -> dict | None:
-    try:
-        return EmailOut(email_get(inbox.workspace, email_id)).data
-    except ApiError:
-        return None  # deleted in the meantime
-
-
-def _received_since(email: dict[str, Any], since: datetime) -> bool:
-    received = email.get("received_at")
-    if not received:
-        return True
-    try:
-        return datetime.fromisoformat(received) >= since
-    except ValueError:
-        return True
-
-
 async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
     """GET /inboxes/{id}/wait: 200 with the first matching email, 204 at the timeout."""
     started = timezone.now()
-    loop = asyncio.get_running_loop()
     opened = await _admitted(scope, send, WaitQuery, allow_query_token=False)
     if opened is None:
         return
     principal, inbox, query, lease = opened
-    deadline = loop.time() + query["timeout"]  # the time spent looking counts too
-    since = query.get("since") or started
-    budget = Budget()
-    seen: set[str] = set()
     try:
-        async with listen(  # before the first read
-            inbox_group(inbox.pk), receive=receive, watch=_watch_key(principal)
-        ) as listener:
-            found = await _find(inbox, since, query, seen, budget)
-            listener.signal_at(deadline, TIMEOUT)
-            while found is None:
-                message = await listener.get()
-                if message is CLOSED:
-                    return
-                if isinstance(message, ApiError):  # the key was revoked or expired meanwhile
-                    await send_error(send, message)
-                    return
-                if message is TIMEOUT:
-                    break
-                if listener.lagged:  # dropped wake-ups: the log knows
-                    listener.lagged = False
-                    found = await _find(inbox, since, query, seen, budget)
-                    continue
-                if message.get("event") != events.EMAIL_RECEIVED:
-                    continue
-                email = message["data"]["email"]
-                sender = email.get("from") or {}
-                if (
-                    email["id"] not in seen
-                    and _received_since(email, since)
-                    and _from_matches(sender.get("address", ""), sender.get("name", ""), query)
-                    and await _subject_matches(email["subject"], query, budget)
-                ):
-                    found = await _load(inbox, email["id"])
-                seen.add(email["id"])
-            if found is None:
-                await send_empty(send, 204)
-            else:
-                await send_json(send, 200, found)
+        found = await wait_for_email(
+            principal=principal,
+            inbox=inbox,
+            query=query,
+            since=query.get("since") or started,
+            deadline=deadline_after(query["timeout"]),  # the time spent looking counts too
+            receive=receive,
+        )
+    except ClientGone:
+        return
+    except ApiError as error:  # the key was revoked or expired meanwhile
+        await send_error(send, error)
+        return
     finally:
         await aclose_slot(lease)
+    if found is None:
+        await send_empty(send, 204)
+    else:
+        await send_json(send, 200, found)
 
 
 def stream_payload(event_type: str, inbox_id: str, data: dict[str, Any], at: int) -> dict:
@@ -366,7 +242,7 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
     principal, inbox, query, lease = opened
     try:
         async with listen(  # before reading the log
-            inbox_group(inbox.pk), receive=receive, watch=_watch_key(principal)
+            inbox_group(inbox.pk), receive=receive, watch=watch_key(principal)
         ) as listener:
             await _stream(scope, send, inbox, query, listener)
     finally:

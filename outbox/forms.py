@@ -73,3 +73,34 @@ class RejectForm(forms.Form):
         widget=forms.Textarea(attrs={"data-field": "note", "rows": 3}),
         help_text="Kept with the decision and shown to the agent.",
     )
+
+
+class AgentKeyForm(forms.Form):
+    """The "Connect an agent" page's key: an ``agent`` key with the scopes an agent needs, and
+    its mail behind approval unless the person creating it says otherwise."""
+
+    name = forms.CharField(
+        max_length=200,
+        initial="mcp-agent",
+        help_text="So you can tell this agent's key apart later.",
+    )
+    scopes = forms.MultipleChoiceField(
+        choices=[
+            ("read", "read: wait for mail, read it, get codes"),
+            ("write", "write: create and delete inboxes, mark mail (includes read)"),
+            ("send", "send: send mail from inboxes"),
+        ],
+        initial=["read", "write"],
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one scope."},
+    )
+    require_approval = forms.BooleanField(
+        label="A person approves every message the agent sends",
+        required=False,
+        initial=True,
+        help_text="Recommended: received mail can tell the agent to send things (docs/agents.md).",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)

@@ -81,11 +81,12 @@ async def _take_slot(
     return taken[0]
 
 
-async def _wait_for_change(
+async def wait_for_change(
     item_id: str, timeout: float, receive: Receive, principal: Principal | None
 ) -> dict | ApiError | None:
     """The item once its status changes or time is up; None if the client left; the error if
-    the request's key was revoked or expired meanwhile."""
+    the request's key was revoked or expired meanwhile. Also the MCP tool ``get_outbox_item``'s
+    wait (``outbox.mcp.tools``)."""
     key = principal.key if principal is not None else None
     watch = None
     if principal is not None and key is not None:
@@ -165,7 +166,7 @@ def wait_for_decision(django_app: Any) -> Any:
             await send(started)
             await send({"type": "http.response.body", "body": body})
             return
-        final = await _wait_for_change(item_id, float(raw_wait), receive, principal)
+        final = await wait_for_change(item_id, float(raw_wait), receive, principal)
         if final is None:
             return  # the client went away
         if isinstance(final, ApiError):

@@ -68,9 +68,10 @@ async def measure(
     from django.db import close_old_connections, connection
     from django.utils import timezone
 
+    from config.patterns import Budget
     from events import hub
     from inboxes.models import Inbox
-    from mail import realtime
+    from mail import realtime, waiting
 
     inbox_id, _ = fixtures.inboxes[-1]
     inbox = await sync_to_async(Inbox.objects.select_related("workspace").get)(pk=inbox_id)
@@ -99,10 +100,10 @@ async def measure(
         "_open (key, rate limit, inbox)": lambda: realtime._open(
             scope, inbox_id, allow_query_token=False
         ),
-        "_find (nothing new: park and safety poll)": lambda: realtime._find(
-            inbox, since, {}, set()
+        "_find (nothing new: park and safety poll)": lambda: waiting.find(
+            inbox, since, {}, set(), Budget()
         ),
-        "_load (email record for the answer)": lambda: realtime._load(inbox, email_id),
+        "_load (email record for the answer)": lambda: waiting.load(inbox, email_id),
         "_latest_event (stream open)": lambda: realtime._latest_event(inbox),
         "_events_after (stream catch-up)": lambda: realtime._events_after(inbox, 10**12),
     }

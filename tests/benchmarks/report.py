@@ -91,7 +91,44 @@ def rows(results: dict[str, dict], sizes: Sizes) -> list[Row]:
                 _under(c["kb_per_stream"], 60),
             )
         )
+    if "m" in results:
+        out += _mcp_rows(results["m"])
     return out
+
+
+def _mcp_rows(m: dict) -> list[Row]:
+    """(m): MCP wait_for_email beside the REST wait at the same size, on the same process."""
+    rest, mcp = m["rest"], m["mcp"]
+    label = (
+        f"(m) MCP wait_for_email: {mcp['waiters']} sessions, {mcp['target_rate']:g} msg/s, "
+        f"{mcp['delivered']}/{mcp['messages_measured']} messages, 250 → tool result"
+    )
+    rest_label = (
+        f"(m) REST wait beside it: {rest['waiters']} waiters, "
+        f"{rest['delivered']}/{rest['messages_measured']} messages, 250 → response"
+    )
+    rest_p99, mcp_p99 = rest.get("p99_ms"), mcp.get("p99_ms")
+    within = None
+    if rest_p99 is not None and mcp_p99 is not None:
+        within = mcp_p99 <= 1.5 * rest_p99 and mcp_p99 < 150
+    return [
+        Row(rest_label + " p50", _fmt(rest.get("p50_ms"), "ms"), "—", None),
+        Row(rest_label + " p99", _fmt(rest_p99, "ms"), "—", None),
+        Row(label + " p50", _fmt(mcp.get("p50_ms"), "ms"), "—", None),
+        Row(
+            label + " p99",
+            _fmt(mcp_p99, "ms"),
+            f"≤ 1.5 × REST p99 ({_fmt(rest_p99, 'ms')}) and < 150 ms",
+            within,
+        ),
+        Row(
+            "(m) web RSS per parked MCP session "
+            f"(REST waiter: {_fmt(rest.get('kb_per_waiter'), 'KB')})",
+            _fmt(mcp.get("kb_per_waiter"), "KB"),
+            "—",
+            None,
+        ),
+    ]
 
 
 def markdown_table(table: list[Row]) -> str:

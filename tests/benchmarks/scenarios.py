@@ -10,6 +10,9 @@
     the last stream has read its ``email.received`` frame; repeated, a second apart.
 (c) **idle streams**: N SSE streams spread over the inboxes, held by one web process: its VmRSS
     before (after a warm-up) and after they are all open.
+(m) **MCP wait**: (a) at ``mcp_sessions`` waiters, first with the REST wait and then with MCP
+    sessions (the official client) calling ``wait_for_email``, on the same web process: 250 →
+    tool result beside 250 → response, and the web process's VmRSS per parked waiter of each.
 
 Every timestamp comes from this process's event loop, which runs on the same cores as the
 server; the CPU the harness used is reported with each scenario.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import os
 import random
@@ -60,6 +64,8 @@ class Sizes:
     fanout_repeats: int
     idle_streams: int
     connect_concurrency: int = 100  # connections being opened at once (listen backlog)
+    mcp_sessions: int = 200  # (m): waiters of each kind, REST then MCP
+    mcp_messages: int = 200  # (m): measured messages of each kind
 
 
 FULL = Sizes(
@@ -79,6 +85,8 @@ QUICK = Sizes(
     fanout_streams=100,
     fanout_repeats=5,
     idle_streams=500,
+    mcp_sessions=50,
+    mcp_messages=40,
 )
 
 
@@ -178,43 +186,122 @@ class _Waiter:
     sample: _Sample | None = None
 
 
+def _answered(waiter: _Waiter, now: float, email_id: str, counters: Counter[str]) -> None:
+    """A waiter's answer carried an email: the end of its sample's measurement."""
+    sample, waiter.sample = waiter.sample, None
+    if sample is None:
+        counters["unexpected_200"] += 1
+        return
+    sample.received, sample.received_id = now, email_id
+
+
+# One waiter's loop: park, record the answer, park again, until cancelled.
+WaiterLoop = Callable[[Context, _Waiter, Counter[str], asyncio.Semaphore], Awaitable[None]]
+
+
+async def rest_waiter(
+    ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore
+) -> None:
+    """``GET /inboxes/{id}/wait?timeout=120`` on one keep-alive connection, again and again."""
+    conn = HttpConnection(ctx.stack.http_port, ctx.fixtures.key)
+    async with gate:
+        await conn.connect()
+    path = f"/api/v1/inboxes/{waiter.inbox_id}/wait?timeout=120"
+    try:
+        while True:
+            waiter.parked_at = time.perf_counter()
+            response = await conn.get(path)
+            now = time.perf_counter()
+            waiter.parked_at = 0.0
+            counters[f"http_{response.status}"] += 1
+            if response.status == 200:
+                _answered(waiter, now, json.loads(response.body)["id"], counters)
+            elif response.status != 204:
+                await asyncio.sleep(1)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        counters[f"waiter_error {type(exc).__name__}"] += 1
+    finally:
+        conn.close()
+
+
+async def mcp_waiter(
+    ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore
+) -> None:
+    """An MCP session (the official client over streamable HTTP) calling ``wait_for_email``
+    (timeout 120) again and again; the tool result's email id ends the sample."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per request otherwise
+    url = f"http://127.0.0.1:{ctx.stack.http_port}/mcp"
+    headers = {"Authorization": f"Bearer {ctx.fixtures.key}"}
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            async with gate:
+                http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+                read, write = await stack.enter_async_context(
+                    streamable_http_client(url, http_client=http)
+                )
+                client = await stack.enter_async_context(ClientSession(read, write))
+                await client.initialize()
+            arguments = {"inbox": waiter.inbox_id, "timeout": 120}
+            while True:
+                waiter.parked_at = time.perf_counter()
+                result = await client.call_tool("wait_for_email", arguments)
+                now = time.perf_counter()
+                waiter.parked_at = 0.0
+                if result.is_error:
+                    counters["tool_error"] += 1
+                    await asyncio.sleep(1)
+                    continue
+                content = result.structured_content or {}
+                counters[f"found_{content.get('found')}"] += 1
+                if content.get("found"):
+                    _answered(waiter, now, content["email"]["id"], counters)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        counters[f"waiter_error {type(exc).__name__}"] += 1
+
+
 async def scenario_wait(ctx: Context) -> dict:
+    sizes = ctx.sizes
+    return await _waits(
+        ctx, "a", ctx.fixtures.inboxes[: sizes.waiters], sizes.messages, rest_waiter
+    )
+
+
+async def scenario_mcp(ctx: Context) -> dict:
+    """(m) the REST wait and MCP ``wait_for_email``, each with ``mcp_sessions`` waiters on their
+    own inboxes, one after the other on the same web process, at (a)'s message rate."""
+    sizes, inboxes = ctx.sizes, ctx.fixtures.inboxes
+    count = sizes.mcp_sessions
+    rest = await _waits(ctx, "m-rest", inboxes[:count], sizes.mcp_messages, rest_waiter)
+    mcp = await _waits(ctx, "m-mcp", inboxes[count : 2 * count], sizes.mcp_messages, mcp_waiter)
+    return {"rest": rest, "mcp": mcp, "cpu": mcp["cpu"]}
+
+
+async def _waits(
+    ctx: Context,
+    name: str,
+    inboxes: list[tuple[str, str]],
+    messages: int,
+    waiter_loop: WaiterLoop,
+) -> dict:
+    """Parks a waiter per inbox, sends ``messages`` (after the warm-up) to random parked waiters
+    at the scenario rate, and measures each from the DATA ``250`` to the waiter's answer."""
     sizes, fx, stack = ctx.sizes, ctx.fixtures, ctx.stack
     redis = aioredis.from_url(ctx.redis_url)
     rng = random.Random(20)
     counters: Counter[str] = Counter()
     waiters = [
-        _Waiter(inbox_id, address, fx.group_prefix + inbox_id)
-        for inbox_id, address in fx.inboxes[: sizes.waiters]
+        _Waiter(inbox_id, address, fx.group_prefix + inbox_id) for inbox_id, address in inboxes
     ]
     gate = asyncio.Semaphore(sizes.connect_concurrency)
-
-    async def run(waiter: _Waiter) -> None:
-        conn = HttpConnection(stack.http_port, fx.key)
-        async with gate:
-            await conn.connect()
-        path = f"/api/v1/inboxes/{waiter.inbox_id}/wait?timeout=120"
-        try:
-            while True:
-                waiter.parked_at = time.perf_counter()
-                response = await conn.get(path)
-                now = time.perf_counter()
-                waiter.parked_at = 0.0
-                counters[f"http_{response.status}"] += 1
-                if response.status == 200:
-                    sample, waiter.sample = waiter.sample, None
-                    if sample is None:
-                        counters["unexpected_200"] += 1
-                        continue
-                    sample.received, sample.received_id = now, json.loads(response.body)["id"]
-                elif response.status != 204:
-                    await asyncio.sleep(1)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            counters[f"waiter_error {type(exc).__name__}"] += 1
-        finally:
-            conn.close()
+    rss_before = rss_kb(stack.web.pid)
 
     async def subscribed(groups: list[str]) -> int:
         count = 0
@@ -250,7 +337,7 @@ async def scenario_wait(ctx: Context) -> dict:
             if waiter.sample is sample:
                 waiter.sample = None
 
-    tasks = [asyncio.ensure_future(run(w)) for w in waiters]
+    tasks = [asyncio.ensure_future(waiter_loop(ctx, w, counters, gate)) for w in waiters]
     started = time.perf_counter()
     groups = [w.group for w in waiters]
     parked = 0
@@ -261,12 +348,13 @@ async def scenario_wait(ctx: Context) -> dict:
         await asyncio.sleep(0.25)
     park_seconds = time.perf_counter() - started
     await asyncio.sleep(SETTLE_S)
+    rss_parked = rss_kb(stack.web.pid)
 
     window = ctx.cpu_window()
-    profilers = ctx.profilers("a")
+    profilers = ctx.profilers(name)
     samples: list[_Sample] = []
     sends: list[asyncio.Task] = []
-    total = sizes.warmup + sizes.messages
+    total = sizes.warmup + messages
     t0 = time.perf_counter()
     for seq in range(total):
         delay = t0 + seq / sizes.rate - time.perf_counter()
@@ -305,6 +393,9 @@ async def scenario_wait(ctx: Context) -> dict:
         "waiters": len(waiters),
         "parked": parked,
         "park_seconds": round(park_seconds, 2),
+        "rss_before_kb": rss_before,
+        "rss_parked_kb": rss_parked,
+        "kb_per_waiter": round((rss_parked - rss_before) / max(1, parked), 1),
         "messages_measured": len(measured),
         "messages_warmup": sizes.warmup,
         "target_rate": sizes.rate,
@@ -488,4 +579,5 @@ RUNNERS: dict[str, Callable[[Context], Awaitable[dict]]] = {
     "a": scenario_wait,
     "b": scenario_fanout,
     "c": scenario_idle,
+    "m": scenario_mcp,
 }

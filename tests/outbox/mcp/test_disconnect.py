@@ -1,0 +1,60 @@
+"""A client that leaves in the middle of ``wait_for_email`` gives its wait's slot back: with
+``MAX_OPEN_STREAMS_PER_KEY=1`` the key's next wait is served, not refused as ``rate_limited``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from apikeys import services as key_services
+from apikeys.models import Workspace
+from inboxes import services as inbox_services
+from tests.live import Stack
+from tests.outbox.mcp.conftest import session
+
+
+@pytest.fixture(scope="module")
+def one_slot_stack(django_db_setup: None, django_db_blocker) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
+    from django.db import connection
+
+    running = Stack(connection.settings_dict["NAME"])
+    running.env["MAX_OPEN_STREAMS_PER_KEY"] = "1"
+    running.start()
+    yield running
+    running.stop()
+
+
+def test_a_client_that_leaves_mid_wait_frees_its_slot(
+    one_slot_stack: Stack, transactional_db: None, workspace: Workspace
+) -> None:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="leaver")
+    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["read"]).plain
+    url = one_slot_stack.base_url + "/mcp"
+    arguments = {"inbox": inbox.pk, "timeout": 1}
+
+    async def run() -> tuple:
+        async def leaver() -> None:
+            async with session(url, key) as client:
+                await client.call_tool("wait_for_email", {"inbox": inbox.pk, "timeout": 120})
+
+        leaving = asyncio.create_task(leaver())
+        async with session(url, key) as other:
+            for _ in range(30):  # until the leaver's wait holds the one slot
+                busy = await other.call_tool("wait_for_email", arguments)
+                if busy.is_error:
+                    break
+            leaving.cancel()  # the client goes away; its connection closes
+            await asyncio.wait([leaving], timeout=10)
+            for _ in range(100):  # the server notices the disconnect and ends the wait
+                after = await other.call_tool("wait_for_email", arguments)
+                if not after.is_error:
+                    break
+                await asyncio.sleep(0.1)
+            return busy, after
+
+    busy, after = asyncio.run(run())
+    assert busy.structured_content["error"]["code"] == "rate_limited"
+    assert not after.is_error, after
+    assert after.structured_content["found"] is False
