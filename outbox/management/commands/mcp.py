@@ -32,7 +32,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--base-url",
             default=os.environ.get("PIGEONHOLE_URL", "http://localhost:8000"),
-            help="This instance's URL, for links in results (approval pages, attachments).",
+            help="This instance's URL, for links in results (approval pages, attachments); "
+            "default: $PIGEONHOLE_URL, else http://localhost:8000.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
