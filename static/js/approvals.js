@@ -243,6 +243,7 @@
         if (!fresh || signature(fresh) === signature(el)) { return; }
         el.innerHTML = fresh.innerHTML;  // only when the queue changed: keeps focus otherwise
         swap(doc, '.nav a[href="/approvals/"]');
+        swap(doc, "[data-menu-toggle]");  // the phone menu's button repeats the count
         swap(doc, ".tabs");
         if (window.pigeonhole) { window.pigeonhole.tick(); }
       })
