@@ -76,6 +76,10 @@ _PLACEHOLDER_SVG = (
     'text-anchor="middle">remote image</text></svg>'
 )
 BLOCKED_IMAGE = "data:image/svg+xml," + quote(_PLACEHOLDER_SVG)
+# The sandbox of the frame (attribute) and of the body's response (CSP directive): links may
+# open a new tab; the document keeps its origin so the page can measure its height; never
+# ``allow-scripts``, ``allow-forms`` or ``allow-top-navigation`` (see docs/security.md).
+FRAME_SANDBOX = "allow-same-origin allow-popups allow-popups-to-escape-sandbox"
 
 
 @dataclass
@@ -149,10 +153,12 @@ def sanitize_html(
     return result
 
 
-def email_document(body: str, *, title: str = "") -> str:
-    """A complete HTML document around already sanitised ``body``."""
+def email_document(body: str, *, title: str = "", stylesheet: str = "") -> str:
+    """A complete HTML document around already sanitised ``body``; ``stylesheet``, a URL of the
+    caller's, is linked first in the head: the readable defaults the mail's own styling overrides."""
+    link = f'<link rel="stylesheet" href="{html_lib.escape(stylesheet)}">' if stylesheet else ""
     return (
         '<!doctype html>\n<html><head><meta charset="utf-8">'
-        '<meta name="referrer" content="no-referrer">'
+        f'<meta name="referrer" content="no-referrer">{link}'
         f"<title>{html_lib.escape(title)}</title></head>\n<body>{body}</body></html>\n"
     )

@@ -1,6 +1,7 @@
 /* The email page: its parts (HTML, text, headers, raw, attachments) become tabs.
  * Without JavaScript every part is shown one after the other; the tab links are plain anchors.
- * Keyboard: Tab reaches the tab links, Enter opens one, Left/Right move between them. */
+ * Keyboard: Tab reaches the tab links, Enter opens one, Left/Right move between them.
+ * <iframe data-fit-frame> (the mail's HTML) is kept as tall as the mail it shows. */
 (function () {
   "use strict";
 
@@ -55,8 +56,43 @@
     show(initial, false);
   }
 
+  // --- the HTML frame as tall as the mail ---------------------------------------------------
+  // The frame is sandboxed without scripts but keeps its origin (docs/security.md, "The HTML
+  // frame"), so this page can read the height of the mail's document and size the frame to it:
+  // on load, when the mail re-flows (images, a narrower window) and when its tab is shown.
+  function fitFrame(frame) {
+    var observer = window.ResizeObserver ? new ResizeObserver(function () { measure(); }) : null;
+    var observed = null;
+
+    function measure() {
+      var doc = null;
+      try { doc = frame.contentDocument; } catch (e) { doc = null; }
+      if (!doc || !doc.documentElement || doc.URL === "about:blank") { return; }
+      var root = doc.documentElement;
+      if (observer && observed !== root) {
+        observer.observe(root);
+        observed = root;
+      }
+      if (!frame.clientWidth) { return; }  // in a hidden tab: measured when shown
+      var view = frame.contentWindow;
+      // The mail's height, plus a horizontal scrollbar when a wide table brings one, plus the
+      // frame's own border.
+      var content = Math.ceil(root.getBoundingClientRect().height);
+      var scrollbar = Math.max(0, view.innerHeight - root.clientHeight);
+      var height = content + scrollbar + (frame.offsetHeight - frame.clientHeight);
+      if (Math.abs(frame.offsetHeight - height) > 1) { frame.setAttribute("height", String(height)); }
+      frame.setAttribute("data-sized", "1");
+    }
+
+    frame.addEventListener("load", function () { observed = null; measure(); });
+    if (observer) { observer.observe(frame); }
+    window.addEventListener("resize", measure);
+    measure();  // the frame may have loaded before this script ran
+  }
+
   function start() {
     document.querySelectorAll("[data-tabs]").forEach(setup);
+    document.querySelectorAll("iframe[data-fit-frame]").forEach(fitFrame);
   }
 
   if (document.readyState === "loading") {
