@@ -155,7 +155,7 @@ def sanitize_html(
 
 def email_document(body: str, *, title: str = "", stylesheet: str = "") -> str:
     """A complete HTML document around already sanitised ``body``; ``stylesheet``, a URL of the
-    caller's, is linked first in the head: the readable defaults the mail's own styling overrides."""
+    caller's, is linked first in the head: readable defaults the mail's own styling overrides."""
     link = f'<link rel="stylesheet" href="{html_lib.escape(stylesheet)}">' if stylesheet else ""
     return (
         '<!doctype html>\n<html><head><meta charset="utf-8">'

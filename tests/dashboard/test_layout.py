@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from django.template.loader import render_to_string
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from apikeys import services as key_services
@@ -157,7 +156,10 @@ def full(team: Team, stack: Stack) -> Full:
         workspace=ws,
         key="invoices",
         name="Invoices and receipts",
-        rules={"match": "any", "conditions": [{"field": "subject", "op": "contains", "value": "x"}]},
+        rules={
+            "match": "any",
+            "conditions": [{"field": "subject", "op": "contains", "value": "x"}],
+        },
     )
     endpoint, _ = webhook_services.endpoint_create(
         workspace=ws,
@@ -261,7 +263,7 @@ def test_row_actions_are_reachable_on_a_phone(page, full: Full) -> None:
         target = page.locator(row).first.get_by_role(role, name=name)
         expect(target).to_be_visible()
         box = target.bounding_box()
-        assert box is not None and 0 <= box["x"] and box["x"] + box["width"] <= width, (path, box)
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (path, box)
         # Visible without scrolling sideways: the page never scrolled to show it.
         assert page.evaluate("() => window.scrollX") == 0
 
@@ -327,7 +329,9 @@ def test_extend_is_not_offered_on_a_permanent_inbox(page, full: Full) -> None:
         page.goto("/inboxes/")
         permanent = page.locator(f'tr[data-inbox="{full.permanent.address}"]')
         disposable = page.locator(f'tr[data-inbox="{full.disposable.address}"]')
-        expect(permanent.get_by_role("button", name=f"Delete {full.permanent.address}")).to_be_visible()
+        expect(
+            permanent.get_by_role("button", name=f"Delete {full.permanent.address}")
+        ).to_be_visible()
         expect(permanent.get_by_role("link", name=re.compile("^Extend"))).to_have_count(0)
         expect(disposable.get_by_role("link", name=re.compile("^Extend"))).to_be_visible()
 
@@ -418,7 +422,9 @@ def test_form_labels_keep_their_distance_from_the_field_above(page, full: Full) 
             gaps = page.locator(form).evaluate(GAPS_JS)
             assert len(gaps) >= 3, (path, gaps)
             tight = [g for g in gaps if g["gap"] < 8]
-            assert not tight, f"{path} at {size['width']} px: labels against the field above: {tight}"
+            assert not tight, (
+                f"{path} at {size['width']} px: labels against the field above: {tight}"
+            )
     screenshot(page, "layout-webhook-edit")
 
 
