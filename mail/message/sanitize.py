@@ -12,11 +12,12 @@ code, submit data or fetch anything behind the reader's back:
   links open in a new tab with ``rel="noopener noreferrer"``;
 - remote images (``http(s)://``) become a local placeholder until the reader asks for them,
   and then only http(s) images are allowed; ``cid:`` images resolve to the message's own
-  inline attachments as ``data:`` URIs (the sandboxed frame has no session cookie to fetch
-  them with); any other image source is dropped.
+  inline attachments as ``data:`` URIs (the frame's policy lets it fetch no image from this
+  origin); any other image source is dropped.
 
-:func:`email_document` wraps the result in a complete document; the view serves it with its own
-strict Content-Security-Policy inside a sandboxed ``<iframe>`` without scripts.
+:func:`email_document` wraps the result in a complete document (with the caller's default
+stylesheet); the view serves it with its own strict Content-Security-Policy inside an ``<iframe>``
+sandboxed with :data:`FRAME_SANDBOX`: never scripts (docs/security.md, "The HTML frame").
 """
 
 from __future__ import annotations
