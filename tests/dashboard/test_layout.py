@@ -490,3 +490,20 @@ def test_the_frame_follows_the_width(page, full: Full) -> None:
     )
     narrow = page.locator("iframe.html-frame").evaluate(FRAME_JS)
     assert narrow["scroll"] <= narrow["viewport"] + 1
+
+
+def test_the_approval_preview_reads_in_the_same_font(page, full: Full) -> None:
+    """The outgoing HTML part on the approval page gets the email frame's defaults too, before and
+    after the approver edits the text (the live preview builds its own document)."""
+    login(page, "owner@acme.test")
+    page.goto(f"/approvals/{full.item_id}/")
+    frame = page.locator("iframe[data-part-html]")
+    for edit in (False, True):
+        if edit:
+            page.get_by_label("Text").fill("Hello,\nthe parcel leaves on Monday.")
+            expect(frame).to_have_attribute("data-edited", "1")
+        content = frame.element_handle().content_frame()
+        content.wait_for_load_state("load")
+        content.locator("body p").first.wait_for()
+        font = content.evaluate("() => getComputedStyle(document.body).fontFamily")
+        assert "sans-serif" in font, (edit, font)
