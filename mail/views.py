@@ -146,7 +146,9 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
         "blocked_images": safe.blocked_images if safe else 0,
         "remote_images": len(safe.remote_images) if safe else 0,
         "html_src": reverse("email_html", args=[email.pk]) + ("?images=1" if show_images else ""),
+        "html_measure_src": reverse("email_html", args=[email.pk]) + "?measure=1",
         "frame_sandbox": sanitize.FRAME_SANDBOX,
+        "measure_sandbox": sanitize.MEASURE_SANDBOX,
         "raw_text": raw[:RAW_PREVIEW_BYTES].decode("utf-8", "replace"),
         "raw_truncated": len(raw) > RAW_PREVIEW_BYTES,
         "attachments": list(email.attachments.all()),
@@ -159,7 +161,10 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
 def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
     """The sanitised HTML body as a document of its own, for the sandboxed frame."""
     email = _email_or_404(request, email_id)
-    show_images = request.GET.get("images") == "1"
+    # ?measure=1: the hidden copy the email page measures the frame's height on. It keeps its
+    # origin (so the page can read it) and may therefore fetch nothing: no remote images ever.
+    measure = request.GET.get("measure") == "1"
+    show_images = request.GET.get("images") == "1" and not measure
     inline: dict[str, str] = {}
     images = [
         attachment
@@ -179,15 +184,14 @@ def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
         ),
         content_type="text/html; charset=utf-8",
     )
-    images = "img-src data: https: http:" if show_images else "img-src data:"
+    images_src = "img-src data: https: http:" if show_images else "img-src data:"
+    sandbox = sanitize.MEASURE_SANDBOX if measure else sanitize.FRAME_SANDBOX
     # Our own policy (config.csp keeps a policy a response already has): nothing but images and
-    # the frame's default stylesheet, framable by the dashboard only, sandboxed even when opened
-    # on its own. The sandbox keeps the origin (the page measures the frame to fit its height)
-    # and never allows scripts: why that is safe is in docs/security.md ("The HTML frame").
+    # the frame's default stylesheet, framable by the dashboard only, sandboxed without scripts
+    # even when opened on its own (docs/security.md, "The HTML frame").
     response["Content-Security-Policy"] = (
-        f"default-src 'none'; {images}; style-src 'self'; base-uri 'none'; "
-        "form-action 'none'; frame-ancestors 'self'; "
-        f"sandbox {sanitize.FRAME_SANDBOX}"
+        f"default-src 'none'; {images_src}; style-src 'self'; base-uri 'none'; "
+        f"form-action 'none'; frame-ancestors 'self'; sandbox {sandbox}"
     )
     response["Referrer-Policy"] = "no-referrer"
     response["X-Content-Type-Options"] = "nosniff"

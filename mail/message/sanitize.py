@@ -12,12 +12,12 @@ code, submit data or fetch anything behind the reader's back:
   links open in a new tab with ``rel="noopener noreferrer"``;
 - remote images (``http(s)://``) become a local placeholder until the reader asks for them,
   and then only http(s) images are allowed; ``cid:`` images resolve to the message's own
-  inline attachments as ``data:`` URIs (the frame's policy lets it fetch no image from this
-  origin); any other image source is dropped.
+  inline attachments as ``data:`` URIs (the sandboxed frame has no session cookie to fetch
+  them with); any other image source is dropped.
 
 :func:`email_document` wraps the result in a complete document (with the caller's default
 stylesheet); the view serves it with its own strict Content-Security-Policy inside an ``<iframe>``
-sandboxed with :data:`FRAME_SANDBOX`: never scripts (docs/security.md, "The HTML frame").
+sandboxed with :data:`FRAME_SANDBOX` (docs/security.md, "The HTML frame").
 """
 
 from __future__ import annotations
@@ -77,10 +77,11 @@ _PLACEHOLDER_SVG = (
     'text-anchor="middle">remote image</text></svg>'
 )
 BLOCKED_IMAGE = "data:image/svg+xml," + quote(_PLACEHOLDER_SVG)
-# The sandbox of the frame (attribute) and of the body's response (CSP directive): links may
-# open a new tab; the document keeps its origin so the page can measure its height; never
-# ``allow-scripts``, ``allow-forms`` or ``allow-top-navigation`` (see docs/security.md).
-FRAME_SANDBOX = "allow-same-origin allow-popups allow-popups-to-escape-sandbox"
+# The sandbox of the frame that shows a body (attribute and CSP directive): no scripts, an
+# opaque origin, links may open a new tab. The hidden copy the page measures the height on keeps
+# its origin so that it can be read, and fetches nothing (docs/security.md, "The HTML frame").
+FRAME_SANDBOX = "allow-popups allow-popups-to-escape-sandbox"
+MEASURE_SANDBOX = "allow-same-origin"
 
 
 @dataclass

@@ -1,7 +1,8 @@
 /* The email page: its parts (HTML, text, headers, raw, attachments) become tabs.
  * Without JavaScript every part is shown one after the other; the tab links are plain anchors.
  * Keyboard: Tab reaches the tab links, Enter opens one, Left/Right move between them.
- * <iframe data-fit-frame> (the mail's HTML) is kept as tall as the mail it shows. */
+ * <iframe data-fit-frame> (the mail's HTML) is kept as tall as the mail it shows, measured on
+ * the hidden <iframe data-measure-frame> beside it. */
 (function () {
   "use strict";
 
@@ -57,37 +58,41 @@
   }
 
   // --- the HTML frame as tall as the mail ---------------------------------------------------
-  // The frame is sandboxed without scripts but keeps its origin (docs/security.md, "The HTML
-  // frame"), so this page can read the height of the mail's document and size the frame to it:
-  // on load, when the mail re-flows (images, a narrower window) and when its tab is shown.
+  // The frame that shows the mail is sandboxed without scripts in an opaque origin: this page
+  // cannot read it. Beside it lies a hidden copy of the same document at the same width
+  // (?measure=1: sandboxed without scripts, same-origin, fetching nothing; docs/security.md,
+  // "The HTML frame"), which this page measures on load and whenever the mail re-flows (a
+  // narrower window, the tab shown) to give the frame the mail's height.
   function fitFrame(frame) {
+    var box = frame.parentElement;
+    var copy = box ? box.querySelector("iframe[data-measure-frame]") : null;
+    if (!copy) { return; }
     var observer = window.ResizeObserver ? new ResizeObserver(function () { measure(); }) : null;
     var observed = null;
 
     function measure() {
       var doc = null;
-      try { doc = frame.contentDocument; } catch (e) { doc = null; }
+      try { doc = copy.contentDocument; } catch (e) { doc = null; }
       if (!doc || !doc.documentElement || doc.URL === "about:blank") { return; }
       var root = doc.documentElement;
       if (observer && observed !== root) {
         observer.observe(root);
         observed = root;
       }
-      if (!frame.clientWidth) { return; }  // in a hidden tab: measured when shown
-      var view = frame.contentWindow;
-      // The mail's height, plus a horizontal scrollbar when a wide table brings one, plus the
-      // frame's own border.
+      if (!copy.clientWidth) { return; }  // in a hidden tab: measured when shown
+      // The mail's height, plus room for a horizontal scrollbar when it is wider than the frame,
+      // plus the frame's own border.
       var content = Math.ceil(root.getBoundingClientRect().height);
-      var scrollbar = Math.max(0, view.innerHeight - root.clientHeight);
+      var scrollbar = root.scrollWidth > root.clientWidth ? 20 : 0;
       var height = content + scrollbar + (frame.offsetHeight - frame.clientHeight);
       if (Math.abs(frame.offsetHeight - height) > 1) { frame.setAttribute("height", String(height)); }
       frame.setAttribute("data-sized", "1");
     }
 
-    frame.addEventListener("load", function () { observed = null; measure(); });
-    if (observer) { observer.observe(frame); }
+    copy.addEventListener("load", function () { observed = null; measure(); });
+    if (observer) { observer.observe(copy); }
     window.addEventListener("resize", measure);
-    measure();  // the frame may have loaded before this script ran
+    measure();  // the copy may have loaded before this script ran
   }
 
   function start() {

@@ -428,33 +428,34 @@ def test_form_labels_keep_their_distance_from_the_field_above(page, full: Full) 
     screenshot(page, "layout-webhook-edit")
 
 
-FRAME_JS = """
-(frame) => {
-  const doc = frame.contentDocument;
-  return {
-    frame: frame.getBoundingClientRect().height,
-    content: doc.documentElement.getBoundingClientRect().height,
-    scroll: doc.documentElement.scrollHeight,
-    viewport: doc.documentElement.clientHeight,
-    font: getComputedStyle(doc.body).fontFamily,
-    size: parseFloat(getComputedStyle(doc.body).fontSize),
-    scripts: frame.sandbox.contains('allow-scripts'),
-  };
-}
+# Measured inside the frame that shows the mail (Playwright reaches into its opaque origin).
+INSIDE_JS = """
+() => ({
+  content: document.documentElement.getBoundingClientRect().height,
+  scroll: document.documentElement.scrollHeight,
+  viewport: document.documentElement.clientHeight,
+  font: getComputedStyle(document.body).fontFamily,
+  size: parseFloat(getComputedStyle(document.body).fontSize),
+})
 """
+
+
+def _measure(page: Any) -> dict[str, Any]:
+    frame = page.locator("iframe.html-frame")
+    inside = frame.element_handle().content_frame()
+    inside.wait_for_load_state("load")
+    return {
+        **inside.evaluate(INSIDE_JS),
+        "frame": frame.bounding_box()["height"],
+        "sandbox": frame.get_attribute("sandbox"),
+    }
 
 
 def _frame(page: Any, email: Email) -> dict[str, Any]:
     page.goto(f"/emails/{email.pk}/")
-    frame = page.locator("iframe.html-frame")
-    frame.wait_for()
-    # The frame has loaded and been measured once the parent set its height.
-    page.wait_for_function(
-        "() => { const f = document.querySelector('iframe.html-frame');"
-        " return f.contentDocument && f.contentDocument.readyState === 'complete'"
-        " && f.dataset.sized === '1'; }"
-    )
-    return frame.evaluate(FRAME_JS)
+    # The page has measured the mail once it gave the frame its height.
+    page.locator("iframe.html-frame[data-sized]").wait_for()
+    return _measure(page)
 
 
 def test_the_html_frame_is_as_tall_as_the_mail_in_a_readable_font(page, full: Full) -> None:
@@ -464,7 +465,9 @@ def test_the_html_frame_is_as_tall_as_the_mail_in_a_readable_font(page, full: Fu
         short = _frame(page, full.short_mail)
         long = _frame(page, full.long_mail)
         for measured in (short, long):
-            assert not measured["scripts"]
+            # Still sandboxed without scripts, in an opaque origin.
+            assert "allow-scripts" not in measured["sandbox"]
+            assert "allow-same-origin" not in measured["sandbox"]
             # The whole mail is visible: no scrolling inside the frame, no empty space under it.
             assert measured["scroll"] <= measured["viewport"] + 1, (label, measured)
             assert measured["frame"] - measured["content"] <= 24, (label, measured)
@@ -488,8 +491,9 @@ def test_the_frame_follows_the_width(page, full: Full) -> None:
         ".getBoundingClientRect().height > before + 200",
         arg=wide["frame"],
     )
-    narrow = page.locator("iframe.html-frame").evaluate(FRAME_JS)
-    assert narrow["scroll"] <= narrow["viewport"] + 1
+    narrow = _measure(page)
+    assert narrow["scroll"] <= narrow["viewport"] + 1, narrow
+    assert narrow["frame"] - narrow["content"] <= 24, narrow
 
 
 def test_the_approval_preview_reads_in_the_same_font(page, full: Full) -> None:
