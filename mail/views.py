@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.clickjacking import xframe_options_sameorigin
@@ -145,6 +146,9 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
         "blocked_images": safe.blocked_images if safe else 0,
         "remote_images": len(safe.remote_images) if safe else 0,
         "html_src": reverse("email_html", args=[email.pk]) + ("?images=1" if show_images else ""),
+        "html_measure_src": reverse("email_html", args=[email.pk]) + "?measure=1",
+        "frame_sandbox": sanitize.FRAME_SANDBOX,
+        "measure_sandbox": sanitize.MEASURE_SANDBOX,
         "raw_text": raw[:RAW_PREVIEW_BYTES].decode("utf-8", "replace"),
         "raw_truncated": len(raw) > RAW_PREVIEW_BYTES,
         "attachments": list(email.attachments.all()),
@@ -157,7 +161,10 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
 def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
     """The sanitised HTML body as a document of its own, for the sandboxed frame."""
     email = _email_or_404(request, email_id)
-    show_images = request.GET.get("images") == "1"
+    # ?measure=1: the hidden copy the email page measures the frame's height on. It keeps its
+    # origin (so the page can read it) and may therefore fetch nothing: no remote images ever.
+    measure = request.GET.get("measure") == "1"
+    show_images = request.GET.get("images") == "1" and not measure
     inline: dict[str, str] = {}
     images = [
         attachment
@@ -172,15 +179,19 @@ def email_html(request: HttpRequest, email_id: str) -> HttpResponse:
     safe = sanitize.sanitize_html(email.html, remote_images=show_images, inline_images=inline)
     # The charset is declared here, not left to the document's <meta> (or to sniffing).
     response = HttpResponse(
-        sanitize.email_document(safe.html, title=email.subject),
+        sanitize.email_document(
+            safe.html, title=email.subject, stylesheet=static("css/mail-frame.css")
+        ),
         content_type="text/html; charset=utf-8",
     )
-    images = "img-src data: https: http:" if show_images else "img-src data:"
-    # Our own policy (config.csp keeps a policy a response already has): nothing but images,
-    # framable by the dashboard only, sandboxed even when opened on its own.
+    images_src = "img-src data: https: http:" if show_images else "img-src data:"
+    sandbox = sanitize.MEASURE_SANDBOX if measure else sanitize.FRAME_SANDBOX
+    # Our own policy (config.csp keeps a policy a response already has): nothing but images and
+    # the frame's default stylesheet, framable by the dashboard only, sandboxed without scripts
+    # even when opened on its own (docs/security.md, "The HTML frame").
     response["Content-Security-Policy"] = (
-        f"default-src 'none'; {images}; base-uri 'none'; form-action 'none'; "
-        "frame-ancestors 'self'; sandbox allow-popups allow-popups-to-escape-sandbox"
+        f"default-src 'none'; {images_src}; style-src 'self'; base-uri 'none'; "
+        f"form-action 'none'; frame-ancestors 'self'; sandbox {sandbox}"
     )
     response["Referrer-Policy"] = "no-referrer"
     response["X-Content-Type-Options"] = "nosniff"

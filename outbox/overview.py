@@ -29,6 +29,8 @@ HOURS = 72
 # The mail chart's canvas (SVG user units; the SVG scales to its box).
 CHART_W, CHART_H = 720, 200
 PLOT_LEFT, PLOT_RIGHT, PLOT_TOP, PLOT_BOTTOM = 34, 712, 12, 164
+# Half the width of the widest tick label ("Wed 25 Nov" at 12 units, bold), with a margin.
+TICK_LABEL_HALF_W = 36
 
 # The outbox chart: one row per place an outgoing message can be (deliveries, not hand-overs).
 OUTBOX_ROW_H, OUTBOX_LABEL_W, OUTBOX_BAR_W = 30, 112, 160
@@ -91,6 +93,7 @@ class Tick:
     x: float
     label: str
     sublabel: str
+    anchor: str = "middle"
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,16 @@ def _nice_ceiling(value: int) -> int:
             if step * factor >= value:
                 return step * factor
         step *= 10
+
+
+def _tick_anchor(x: float) -> str:
+    """How a tick's labels hang from it: centred, unless centring would push them past an edge
+    of the canvas (the SVG clips what passes its viewBox), then ending or starting at the tick."""
+    if x + TICK_LABEL_HALF_W > CHART_W:
+        return "end"
+    if x - TICK_LABEL_HALF_W < 0:
+        return "start"
+    return "middle"
 
 
 def hour_title(hour: datetime, count: int) -> str:
@@ -136,11 +149,13 @@ def mail_chart(series: list[tuple[datetime, int]]) -> dict[str, Any]:
             )
         )
         if hour.hour % 12 == 0:
+            centre = round(x + slot / 2, 2)
             ticks.append(
                 Tick(
-                    x=round(x + slot / 2, 2),
+                    x=centre,
                     label=f"{hour:%H}:00",
                     sublabel=f"{hour:%a} {hour.day} {hour:%b}" if hour.hour == 0 else "",
+                    anchor=_tick_anchor(centre),
                 )
             )
     values = [0, top // 2, top] if top % 2 == 0 else [0, top]

@@ -16,6 +16,7 @@ from email import policy
 from email.message import EmailMessage
 from email.utils import getaddresses
 
+from django.templatetags.static import static
 from django.utils.html import escape
 
 from mail.message.sanitize import email_document, sanitize_html
@@ -49,8 +50,13 @@ class OutgoingParts:
 
     @property
     def html_document(self) -> str:
-        """The HTML part made safe to show (nh3), as a document for a sandboxed frame."""
-        return email_document(sanitize_html(self.html or "").html, title=self.subject)
+        """The HTML part made safe to show (nh3), as a document for a sandboxed frame, with the
+        readable defaults of the email view's frame."""
+        return email_document(
+            sanitize_html(self.html or "").html,
+            title=self.subject,
+            stylesheet=static("css/mail-frame.css"),
+        )
 
 
 def _addresses(message: EmailMessage, name: str) -> list[str]:

@@ -15,8 +15,9 @@ code, submit data or fetch anything behind the reader's back:
   inline attachments as ``data:`` URIs (the sandboxed frame has no session cookie to fetch
   them with); any other image source is dropped.
 
-:func:`email_document` wraps the result in a complete document; the view serves it with its own
-strict Content-Security-Policy inside a sandboxed ``<iframe>`` without scripts.
+:func:`email_document` wraps the result in a complete document (with the caller's default
+stylesheet); the view serves it with its own strict Content-Security-Policy inside an ``<iframe>``
+sandboxed with :data:`FRAME_SANDBOX` (docs/security.md, "The HTML frame").
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ _PLACEHOLDER_SVG = (
     'text-anchor="middle">remote image</text></svg>'
 )
 BLOCKED_IMAGE = "data:image/svg+xml," + quote(_PLACEHOLDER_SVG)
+# The sandbox of the frame that shows a body (attribute and CSP directive): no scripts, an
+# opaque origin, links may open a new tab. The hidden copy the page measures the height on keeps
+# its origin so that it can be read, and fetches nothing (docs/security.md, "The HTML frame").
+FRAME_SANDBOX = "allow-popups allow-popups-to-escape-sandbox"
+MEASURE_SANDBOX = "allow-same-origin"
 
 
 @dataclass
@@ -149,10 +155,12 @@ def sanitize_html(
     return result
 
 
-def email_document(body: str, *, title: str = "") -> str:
-    """A complete HTML document around already sanitised ``body``."""
+def email_document(body: str, *, title: str = "", stylesheet: str = "") -> str:
+    """A complete HTML document around already sanitised ``body``; ``stylesheet``, a URL of the
+    caller's, is linked first in the head: readable defaults the mail's own styling overrides."""
+    link = f'<link rel="stylesheet" href="{html_lib.escape(stylesheet)}">' if stylesheet else ""
     return (
         '<!doctype html>\n<html><head><meta charset="utf-8">'
-        '<meta name="referrer" content="no-referrer">'
+        f'<meta name="referrer" content="no-referrer">{link}'
         f"<title>{html_lib.escape(title)}</title></head>\n<body>{body}</body></html>\n"
     )

@@ -8,6 +8,9 @@
  *        [data-stream-refresh]>            listens to the service's SSE stream; fires a
  *                                          "pigeonhole:event" CustomEvent on the element and,
  *                                          with data-stream-refresh, re-renders #x from the page
+ *   <header data-topbar> + [data-menu-toggle]  on a phone the navigation folds behind the button
+ *   .table-wrap table                      each cell gets data-label="<its column's name>", which
+ *                                          the phone layout shows beside it (app.css)
  */
 (function () {
   "use strict";
@@ -65,6 +68,52 @@
     }
   });
 
+  // --- the phone menu -----------------------------------------------------------------------
+  // Without this the header shows everything, wrapped; with it, app.css folds the navigation and
+  // the account row behind the Menu button on narrow screens (the button is hidden on wide ones).
+  function setupMenu() {
+    var bar = document.querySelector("[data-topbar]");
+    var button = bar && bar.querySelector("[data-menu-toggle]");
+    if (!button) { return; }
+    bar.classList.add("js-menu");
+    button.addEventListener("click", function () {
+      var open = !bar.classList.contains("menu-open");
+      bar.classList.toggle("menu-open", open);
+      button.setAttribute("aria-expanded", open ? "true" : "false");
+    });
+    document.addEventListener("keydown", function (event) {
+      if (event.key === "Escape" && bar.classList.contains("menu-open")) {
+        bar.classList.remove("menu-open");
+        button.setAttribute("aria-expanded", "false");
+        button.focus();
+      }
+    });
+  }
+
+  // --- table cells named after their column ------------------------------------------------
+  function labelCells(root) {
+    (root || document).querySelectorAll(".table-wrap table").forEach(function (table) {
+      var head = table.tHead && table.tHead.rows[0];
+      if (!head) { return; }
+      var names = [];
+      Array.prototype.forEach.call(head.cells, function (cell) {
+        var name = cell.textContent.trim();
+        for (var i = 0; i < (cell.colSpan || 1); i++) { names.push(cell.colSpan > 1 ? "" : name); }
+      });
+      Array.prototype.forEach.call(table.tBodies, function (body) {
+        Array.prototype.forEach.call(body.rows, function (row) {
+          var index = 0;
+          Array.prototype.forEach.call(row.cells, function (cell) {
+            // A cell spanning columns (a row of details under a row) has no one name.
+            var name = cell.colSpan > 1 ? "" : (names[index] || "");
+            if (!cell.hasAttribute("data-label")) { cell.setAttribute("data-label", name); }
+            index += cell.colSpan || 1;
+          });
+        });
+      });
+    });
+  }
+
   // --- times ------------------------------------------------------------------------------
   function span(seconds) {
     var s = Math.abs(seconds);
@@ -120,6 +169,7 @@
         var fresh = new DOMParser().parseFromString(html, "text/html").getElementById(el.id);
         if (fresh) {
           el.innerHTML = fresh.innerHTML;
+          labelCells(document);
           tick();
           el.dispatchEvent(new CustomEvent("pigeonhole:refreshed", { bubbles: true }));
         }
@@ -151,10 +201,13 @@
     window.addEventListener("pagehide", function () { source.close(); });
   }
 
-  // For elements a page adds after load: window.pigeonhole.listen(el), .refresh(el), .tick().
-  window.pigeonhole = { listen: listen, refresh: refresh, tick: tick };
+  // For elements a page adds after load: window.pigeonhole.listen(el), .refresh(el), .tick(),
+  // .labelCells(el).
+  window.pigeonhole = { listen: listen, refresh: refresh, tick: tick, labelCells: labelCells };
 
   function start() {
+    setupMenu();
+    labelCells(document);
     tick();
     window.setInterval(tick, 1000);
     document.querySelectorAll("[data-stream]").forEach(listen);

@@ -243,6 +243,7 @@
         if (!fresh || signature(fresh) === signature(el)) { return; }
         el.innerHTML = fresh.innerHTML;  // only when the queue changed: keeps focus otherwise
         swap(doc, '.nav a[href="/approvals/"]');
+        swap(doc, "[data-menu-toggle]");  // the phone menu's button repeats the count
         swap(doc, ".tabs");
         if (window.pigeonhole) { window.pigeonhole.tick(); }
       })
@@ -278,12 +279,15 @@
     var notice = document.querySelector("[data-html-replaced]");
     if (!field || !frame || !notice || !section.querySelector("[data-html-edit-notice]")) { return; }
     var original = frame.getAttribute("srcdoc");
+    // The same default stylesheet as the server's document (outbox.parts.html_document).
+    var linked = /<link rel="stylesheet" href="[^"]*">/.exec(original || "");
+    var sheet = linked ? linked[0] : "";
     field.addEventListener("input", function () {
       var edited = field.value !== field.defaultValue;
       notice.hidden = !edited;
       frame.setAttribute("data-edited", edited ? "1" : "0");
       frame.srcdoc = edited
-        ? '<!doctype html>\n<html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer"></head>\n<body>' + textAsHtml(field.value) + "</body></html>\n"
+        ? '<!doctype html>\n<html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">' + sheet + '</head>\n<body>' + textAsHtml(field.value) + "</body></html>\n"
         : original;
     });
   }

@@ -1,6 +1,8 @@
 /* The email page: its parts (HTML, text, headers, raw, attachments) become tabs.
  * Without JavaScript every part is shown one after the other; the tab links are plain anchors.
- * Keyboard: Tab reaches the tab links, Enter opens one, Left/Right move between them. */
+ * Keyboard: Tab reaches the tab links, Enter opens one, Left/Right move between them.
+ * <iframe data-fit-frame> (the mail's HTML) is kept as tall as the mail it shows, measured on
+ * the hidden <iframe data-measure-frame> beside it. */
 (function () {
   "use strict";
 
@@ -55,8 +57,47 @@
     show(initial, false);
   }
 
+  // --- the HTML frame as tall as the mail ---------------------------------------------------
+  // The frame that shows the mail is sandboxed without scripts in an opaque origin: this page
+  // cannot read it. Beside it lies a hidden copy of the same document at the same width
+  // (?measure=1: sandboxed without scripts, same-origin, fetching nothing; docs/security.md,
+  // "The HTML frame"), which this page measures on load and whenever the mail re-flows (a
+  // narrower window, the tab shown) to give the frame the mail's height.
+  function fitFrame(frame) {
+    var box = frame.parentElement;
+    var copy = box ? box.querySelector("iframe[data-measure-frame]") : null;
+    if (!copy) { return; }
+    var observer = window.ResizeObserver ? new ResizeObserver(function () { measure(); }) : null;
+    var observed = null;
+
+    function measure() {
+      var doc = null;
+      try { doc = copy.contentDocument; } catch (e) { doc = null; }
+      if (!doc || !doc.documentElement || doc.URL === "about:blank") { return; }
+      var root = doc.documentElement;
+      if (observer && observed !== root) {
+        observer.observe(root);
+        observed = root;
+      }
+      if (!copy.clientWidth) { return; }  // in a hidden tab: measured when shown
+      // The mail's height, plus room for a horizontal scrollbar when it is wider than the frame,
+      // plus the frame's own border.
+      var content = Math.ceil(root.getBoundingClientRect().height);
+      var scrollbar = root.scrollWidth > root.clientWidth ? 20 : 0;
+      var height = content + scrollbar + (frame.offsetHeight - frame.clientHeight);
+      if (Math.abs(frame.offsetHeight - height) > 1) { frame.setAttribute("height", String(height)); }
+      frame.setAttribute("data-sized", "1");
+    }
+
+    copy.addEventListener("load", function () { observed = null; measure(); });
+    if (observer) { observer.observe(copy); }
+    window.addEventListener("resize", measure);
+    measure();  // the copy may have loaded before this script ran
+  }
+
   function start() {
     document.querySelectorAll("[data-tabs]").forEach(setup);
+    document.querySelectorAll("iframe[data-fit-frame]").forEach(fitFrame);
   }
 
   if (document.readyState === "loading") {

@@ -227,16 +227,18 @@ def test_keyboard_reaches_skip_link_and_navigation(page, team: Team) -> None:
     page.keyboard.press("Shift+Tab")  # back into the page's chrome
     seen = []
     page.locator(".brand").focus()
-    for _ in range(8):
+    for _ in range(10):
         page.keyboard.press("Tab")
         seen.append(page.evaluate("() => document.activeElement.textContent.trim()"))
-    assert seen[:7] == [
+    assert seen[:9] == [
         "Overview",
         "Inboxes",
+        "Domains",
         "Approvals",
         "Keys",
         "Labels",
         "Webhooks",
+        "Members",
         "Settings",
     ]
     outline = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
