@@ -227,15 +227,16 @@ def test_keyboard_reaches_skip_link_and_navigation(page, team: Team) -> None:
     page.keyboard.press("Shift+Tab")  # back into the page's chrome
     seen = []
     page.locator(".brand").focus()
-    for _ in range(10):
+    for _ in range(11):
         page.keyboard.press("Tab")
         seen.append(page.evaluate("() => document.activeElement.textContent.trim()"))
-    assert seen[:9] == [
+    assert seen[:10] == [
         "Overview",
         "Inboxes",
         "Domains",
         "Approvals",
         "Keys",
+        "Connect an agent",
         "Labels",
         "Webhooks",
         "Members",

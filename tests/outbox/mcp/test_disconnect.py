@@ -37,7 +37,13 @@ def test_a_client_that_leaves_mid_wait_frees_its_slot(
     async def run() -> tuple:
         async def leaver() -> None:
             async with session(url, key) as client:
-                await client.call_tool("wait_for_email", {"inbox": inbox.pk, "timeout": 120})
+                while True:  # until its wait parks holding the slot (a probe may hold it now)
+                    held = await client.call_tool(
+                        "wait_for_email", {"inbox": inbox.pk, "timeout": 120}
+                    )
+                    if not held.is_error:
+                        return
+                    await asyncio.sleep(0.05)
 
         leaving = asyncio.create_task(leaver())
         async with session(url, key) as other:
@@ -45,9 +51,10 @@ def test_a_client_that_leaves_mid_wait_frees_its_slot(
                 busy = await other.call_tool("wait_for_email", arguments)
                 if busy.is_error:
                     break
+                await asyncio.sleep(0.5)  # the slot is free: the leaver's retry takes it
             leaving.cancel()  # the client goes away; its connection closes
             await asyncio.wait([leaving], timeout=10)
-            for _ in range(100):  # the server notices the disconnect and ends the wait
+            for _ in range(300):  # the server notices the disconnect and ends the wait
                 after = await other.call_tool("wait_for_email", arguments)
                 if not after.is_error:
                     break

@@ -105,4 +105,4 @@ def test_the_keys_rate_limit_is_a_rate_limited_tool_error_with_the_retry_time(
     error = error_of(refused[0])
     assert error["code"] == "rate_limited" and error["kind"] == "rate_limited"
     assert error["status"] == 429 and 1 <= error["retry_after_seconds"] <= 60
-    assert f"retry in {error['retry_after_seconds']} s" in error["message"]
+    assert f"{error['retry_after_seconds']} s" in error["message"]  # said to the model too
