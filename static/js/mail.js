@@ -74,6 +74,9 @@
       var doc = null;
       try { doc = copy.contentDocument; } catch (e) { doc = null; }
       if (!doc || !doc.documentElement || doc.URL === "about:blank") { return; }
+      // Not while it still loads: a half-parsed copy is shorter than the mail (the load event
+      // measures it whole, the observer every re-flow after).
+      if (doc.readyState !== "complete") { return; }
       var root = doc.documentElement;
       if (observer && observed !== root) {
         observer.observe(root);
