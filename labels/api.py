@@ -11,9 +11,7 @@ from config.api.errors import FeatureDisabled, NotFound
 from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import link, page_of
-from labels import rules as rules_engine
 from labels import selectors, services
-from labels.classifier.base import EmailFacts
 from labels.exceptions import LabelExists
 from labels.models import Label
 from labels.serializers import (
@@ -119,15 +117,7 @@ class LabelTestApi(APIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         workspace = request.auth.workspace
-        if data.get("email_id"):
-            rule_facts, facts = mail_selectors.stored_email_facts(workspace, data["email_id"])
-        else:
-            rule_facts = rules_engine.Facts(
-                from_address=data["from"], subject=data["subject"], text=data["text"]
-            )
-            facts = EmailFacts(
-                from_address=data["from"], from_name="", subject=data["subject"], text=data["text"]
-            )
+        rule_facts, facts = mail_selectors.label_test_facts(workspace, data)
         draft = Label(workspace=workspace, **data["label"]) if data.get("label") else None
         results = services.label_test(
             workspace=workspace, rule_facts=rule_facts, facts=facts, draft=draft

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.db.models import Count, Prefetch, QuerySet
 from django.db.models.functions import Substr, TruncHour
@@ -183,6 +184,23 @@ def hourly_received(
     }
     buckets = [start + timedelta(hours=i) for i in range(hours)]
     return [(hour, counts.get(hour, 0)) for hour in buckets]
+
+
+def label_test_facts(
+    workspace: Workspace, data: dict[str, Any]
+) -> tuple[rules_engine.Facts, EmailFacts]:
+    """The facts ``POST /labels/test`` (and the MCP ``test_labels`` tool) judge: a stored
+    email's when ``data`` names one (``email_id``), else the ``from``/``subject``/``text``
+    given."""
+    if data.get("email_id"):
+        return stored_email_facts(workspace, data["email_id"])
+    rule_facts = rules_engine.Facts(
+        from_address=data["from"], subject=data["subject"], text=data["text"]
+    )
+    facts = EmailFacts(
+        from_address=data["from"], from_name="", subject=data["subject"], text=data["text"]
+    )
+    return rule_facts, facts
 
 
 def stored_email_facts(

@@ -18,8 +18,6 @@ from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import link, page_of
 from inboxes import selectors as inbox_selectors
-from mail.exceptions import EmailNotFound
-from mail.selectors import email_get
 from outbox import selectors, services, stats
 from outbox.exceptions import InvalidState
 from outbox.models import OutboxItem, Status
@@ -99,25 +97,13 @@ class SendApi(APIView):
         body = SendIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
-        reply_to = None
-        if data.get("in_reply_to"):
-            try:
-                reply_to = email_get(principal.workspace, data["in_reply_to"])
-            except EmailNotFound:
-                raise ValidationFailed.at("in_reply_to", "No such email.") from None
         key = request.headers.get("Idempotency-Key", "").strip()
         if len(key) > 255:
             raise ValidationFailed.at("Idempotency-Key", "At most 255 characters.")
-        item, _ = services.send(
+        item, _ = services.send_request(
             principal=principal,
             inbox=inbox,
-            to=data["to"],
-            cc=data["cc"],
-            subject=data["subject"],
-            text=data["text"],
-            html=data["html"],
-            reply_to_email=reply_to,
-            reason=data["reason"],
+            data=data,
             idempotency_key=key,
             body_hash=services.request_hash(request.data, inbox.pk) if key else "",
         )

@@ -23,7 +23,9 @@ from config.work import WorkQueue
 from events import services as events
 from events.models import Event
 from inboxes.models import ForwardSetter, Inbox
+from mail.exceptions import EmailNotFound
 from mail.models import Email, RawMessage
+from mail.selectors import email_get
 from outbox import delivery as transport
 from outbox import mime
 from outbox.exceptions import InvalidState
@@ -209,6 +211,38 @@ def send(
             ) from None
         return earlier, False
     return item, True
+
+
+def send_request(
+    *,
+    principal: Principal,
+    inbox: Inbox,
+    data: dict[str, Any],
+    idempotency_key: str = "",
+    body_hash: str = "",
+) -> tuple[OutboxItem, bool]:
+    """:func:`send` with a validated send request (``SendIn``: REST and the MCP tool): the email
+    it answers (``in_reply_to``) looked up in the caller's workspace, a ``validation_error`` on
+    ``in_reply_to`` when there is none."""
+    reply_to = None
+    if data.get("in_reply_to"):
+        try:
+            reply_to = email_get(principal.workspace, data["in_reply_to"])
+        except EmailNotFound:
+            raise ValidationFailed.at("in_reply_to", "No such email.") from None
+    return send(
+        principal=principal,
+        inbox=inbox,
+        to=data["to"],
+        cc=data["cc"],
+        subject=data["subject"],
+        text=data["text"],
+        html=data["html"],
+        reply_to_email=reply_to,
+        reason=data["reason"],
+        idempotency_key=idempotency_key,
+        body_hash=body_hash,
+    )
 
 
 def decide(

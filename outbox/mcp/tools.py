@@ -30,7 +30,6 @@ from config.api.asgi import db_call, header
 from config.api.errors import (
     ApiError,
     Unauthorized,
-    ValidationFailed,
     envelope,
     to_api_error,
 )
@@ -39,15 +38,12 @@ from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
 from inboxes.models import Inbox, Source
 from inboxes.serializers import InboxCreateIn, InboxListQuery, InboxOut
-from labels import rules as rules_engine
 from labels import selectors as label_selectors
 from labels import services as label_services
-from labels.classifier.base import EmailFacts
 from labels.serializers import LabelOut, LabelTestIn
 from mail import selectors as mail_selectors
 from mail import services as mail_services
 from mail import waiting
-from mail.exceptions import EmailNotFound
 from mail.serializers import AllEmailsQuery, EmailOut, EmailSummaryOut, EmailUpdateIn
 from mail.waiting import ClientGone, WaitQuery, deadline_after
 from outbox import selectors as outbox_selectors
@@ -524,23 +520,7 @@ async def send_email(
                 "reason": reason,
             },
         )
-        reply_to = None
-        if data.get("in_reply_to"):
-            try:
-                reply_to = mail_selectors.email_get(principal.workspace, data["in_reply_to"])
-            except EmailNotFound:
-                raise ValidationFailed.at("in_reply_to", "No such email.") from None
-        item, _ = outbox_services.send(
-            principal=principal,
-            inbox=row,
-            to=data["to"],
-            cc=data["cc"],
-            subject=data["subject"],
-            text=data["text"],
-            html=data["html"],
-            reply_to_email=reply_to,
-            reason=data["reason"],
-        )
+        item, _ = outbox_services.send_request(principal=principal, inbox=row, data=data)
         return outbox_services.outbound_record(item)
 
     return results.outbox_item(await work(), base_url=who.base_url)
@@ -618,15 +598,7 @@ async def test_labels(
             LabelTestIn, {"email_id": email_id, "from": from_, "subject": subject, "text": text}
         )
         workspace = who.principal.workspace
-        if data.get("email_id"):
-            rule_facts, facts = mail_selectors.stored_email_facts(workspace, data["email_id"])
-        else:
-            rule_facts = rules_engine.Facts(
-                from_address=data["from"], subject=data["subject"], text=data["text"]
-            )
-            facts = EmailFacts(
-                from_address=data["from"], from_name="", subject=data["subject"], text=data["text"]
-            )
+        rule_facts, facts = mail_selectors.label_test_facts(workspace, data)
         return label_services.label_test(workspace=workspace, rule_facts=rule_facts, facts=facts)
 
     return results.LabelTest(results=[results.LabelTestResult(**r) for r in await work()])
