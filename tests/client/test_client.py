@@ -7,6 +7,7 @@ connection that mails once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import threading
@@ -280,10 +281,8 @@ class DroppingProxy:
                 pass
             finally:
                 for sock in (src, dst):
-                    try:
+                    with contextlib.suppress(OSError):
                         sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
 
         threading.Thread(target=pipe, args=(up, conn), daemon=True).start()
         pipe(conn, up)
