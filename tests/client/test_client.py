@@ -199,7 +199,9 @@ def test_a_429_is_retried_after_retry_after(
         opened = holder.stream("GET", f"{stack.base_url}/api/v1/inboxes/{inbox.id}/stream")
         held = opened.__enter__()  # holds the key's one slot until closed
         assert held.status_code == 200
-        assert next(held.iter_lines()).startswith(":")
+        # Kept referenced: a line iterator collected as garbage closes the connection with it.
+        lines = held.iter_lines()
+        assert next(lines).startswith(":")
 
         with pytest.raises(RateLimited) as limited:
             Pigeonhole(stack.base_url, api_key, max_retries=0).inboxes.wait(inbox.id, timeout=5)
