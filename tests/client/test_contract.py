@@ -155,8 +155,8 @@ def test_the_contract_check_finds_each_kind_of_drift(schema: dict[str, Any]) -> 
         "outbox.send: sends header parameter 'X-Priority' the operation lacks",
         "outbox.send: sends body field 'bcc' the operation lacks",
         "emails.get: reads InboxOut, the operation answers {'EmailOut'}",
-        "Drifted.email_count: declared ['string'], InboxOut.email_count is ['integer']",
         "Drifted.expires_at: declared ['string'], InboxOut.expires_at is ['null', 'string']",
+        "Drifted.email_count: declared ['string'], InboxOut.email_count is ['integer']",
         "Drifted.colour: InboxOut has no 'colour'",
     ]
     assert found == expected
