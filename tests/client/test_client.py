@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from pigeonhole_client import (
+    AddressTaken,
     AsyncPigeonhole,
     InsufficientScope,
     NotFound,
@@ -104,6 +105,9 @@ def test_every_resource_and_helper(stack: Stack, ph: Pigeonhole, workspace: Work
         with pytest.raises(ValidationError) as invalid:
             ph.inboxes.create(max_emails=0)
         assert [issue["path"] for issue in invalid.value.issues] == ["max_emails"]
+        with pytest.raises(AddressTaken) as taken:  # a Conflict
+            ph.inboxes.create(local_part="alice")
+        assert (taken.value.code, taken.value.status) == ("address_taken", 409)
 
         reader = key_services.api_key_create(workspace=workspace, name="r", scopes=["read"]).plain
         with (
