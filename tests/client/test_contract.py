@@ -160,3 +160,23 @@ def test_the_contract_check_finds_each_kind_of_drift(schema: dict[str, Any]) -> 
         "Drifted.colour: InboxOut has no 'colour'",
     ]
     assert found == expected
+
+
+def test_the_transport_sends_nothing_undeclared() -> None:
+    """What the contract test compares is all the client can send: ``build`` refuses the rest."""
+    from pigeonhole_client._core import build
+
+    assert build("inboxes.list", query={"tag": "ci", "limit": 5}).params == {
+        "tag": "ci",
+        "limit": 5,
+    }
+    with pytest.raises(TypeError, match="no query parameter"):
+        build("inboxes.list", query={"order": "newest"})
+    with pytest.raises(TypeError, match="no field"):
+        build("inboxes.create", body={"bcc": ["x@example.com"]})
+    with pytest.raises(TypeError, match="no header"):
+        build("inboxes.get", {"inbox_id": "inb_1"}, headers={"X-Priority": "1"})
+    with pytest.raises(TypeError, match="path parameters"):
+        build("inboxes.get", {})
+    send = build("outbox.send", {"inbox_id": "inb_1"}, body={"to": ["a@b.example"]})
+    assert send.headers["Idempotency-Key"].startswith("pgh-client-")  # made once, kept per call
