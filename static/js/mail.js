@@ -92,7 +92,13 @@
       frame.setAttribute("data-sized", "1");
     }
 
-    copy.addEventListener("load", function () { observed = null; measure(); });
+    copy.addEventListener("load", function () {
+      observed = null;
+      measure();
+      // Late layout (fonts, the stylesheet, images with sizes) settles within moments: measure
+      // again then, in case no resize was observed for it.
+      [100, 500, 1500].forEach(function (ms) { window.setTimeout(measure, ms); });
+    });
     if (observer) { observer.observe(copy); }
     window.addEventListener("resize", measure);
     measure();  // the copy may have loaded before this script ran

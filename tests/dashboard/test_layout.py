@@ -453,8 +453,21 @@ def _measure(page: Any) -> dict[str, Any]:
 
 def _frame(page: Any, email: Email) -> dict[str, Any]:
     page.goto(f"/emails/{email.pk}/")
-    # The page has measured the mail once it gave the frame its height.
+    # The page has measured the mail once it gave the frame its height, and the height follows
+    # the mail once its layout has settled (within seconds; the assertions below say by how much
+    # it misses if it never does).
     page.locator("iframe.html-frame[data-sized]").wait_for()
+    try:
+        page.wait_for_function(
+            "() => { const f = document.querySelector('iframe.html-frame');"
+            " const c = document.querySelector('iframe[data-measure-frame]');"
+            " const d = c && c.contentDocument;"
+            " return d && d.readyState === 'complete'"
+            " && f.clientHeight + 1 >= d.documentElement.scrollHeight; }",
+            timeout=5000,
+        )
+    except Exception:  # measured below: the assertion shows the heights
+        pass
     return _measure(page)
 
 
