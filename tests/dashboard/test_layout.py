@@ -7,6 +7,7 @@ above, and an HTML email's frame is as tall as the mail and reads in a sans-seri
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -457,7 +458,7 @@ def _frame(page: Any, email: Email) -> dict[str, Any]:
     # the mail once its layout has settled (within seconds; the assertions below say by how much
     # it misses if it never does).
     page.locator("iframe.html-frame[data-sized]").wait_for()
-    try:
+    with contextlib.suppress(Exception):  # measured below: the assertion shows the heights
         page.wait_for_function(
             "() => { const f = document.querySelector('iframe.html-frame');"
             " const c = document.querySelector('iframe[data-measure-frame]');"
@@ -466,8 +467,6 @@ def _frame(page: Any, email: Email) -> dict[str, Any]:
             " && f.clientHeight + 1 >= d.documentElement.scrollHeight; }",
             timeout=5000,
         )
-    except Exception:  # measured below: the assertion shows the heights
-        pass
     return _measure(page)
 
 

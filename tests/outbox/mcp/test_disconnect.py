@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from apikeys import services as key_services
@@ -35,24 +36,40 @@ def test_a_client_that_leaves_mid_wait_frees_its_slot(
     arguments = {"inbox": inbox.pk, "timeout": 1}
 
     async def run() -> tuple:
-        async def leaver() -> None:
-            async with session(url, key) as client:
-                while True:  # until its wait parks holding the slot (a probe may hold it now)
-                    held = await client.call_tool(
-                        "wait_for_email", {"inbox": inbox.pk, "timeout": 120}
-                    )
-                    if not held.is_error:
-                        return
-                    await asyncio.sleep(0.05)
+        # The leaver speaks plain JSON-RPC over one HTTP connection it closes itself, so the
+        # test knows the connection is gone (an SDK client may keep it in a pool).
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "wait_for_email", "arguments": {"inbox": inbox.pk, "timeout": 120}},
+        }
+        headers = {
+            "Authorization": f"Bearer {key}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
 
-        leaving = asyncio.create_task(leaver())
+        async def leaver() -> None:
+            async with (
+                httpx.AsyncClient(timeout=None) as raw,
+                raw.stream("POST", url, json=call, headers=headers) as response,
+            ):
+                async for _ in response.aiter_bytes():
+                    pass
+
         async with session(url, key) as other:
+            leaving: asyncio.Task | None = None
             for _ in range(30):  # until the leaver's wait holds the one slot
+                if leaving is None or leaving.done():
+                    leaving = asyncio.create_task(leaver())
+                    await asyncio.sleep(0.5)
                 busy = await other.call_tool("wait_for_email", arguments)
                 if busy.is_error:
                     break
-                await asyncio.sleep(0.5)  # the slot is free: the leaver's retry takes it
-            leaving.cancel()  # the client goes away; its connection closes
+                await asyncio.sleep(0.3)  # the slot is free: the leaver's next try takes it
+            assert leaving is not None
+            leaving.cancel()  # closes the leaver's connection
             await asyncio.wait([leaving], timeout=10)
             for _ in range(300):  # the server notices the disconnect and ends the wait
                 after = await other.call_tool("wait_for_email", arguments)
