@@ -97,7 +97,7 @@
       measure();
       // Late layout (fonts, the stylesheet, images with sizes) settles within moments: measure
       // again then, in case no resize was observed for it.
-      [100, 500, 1500].forEach(function (ms) { window.setTimeout(measure, ms); });
+      [100, 500, 1500, 3000, 6000].forEach(function (ms) { window.setTimeout(measure, ms); });
     });
     if (observer) { observer.observe(copy); }
     window.addEventListener("resize", measure);

@@ -465,7 +465,7 @@ def _frame(page: Any, email: Email) -> dict[str, Any]:
             " const d = c && c.contentDocument;"
             " return d && d.readyState === 'complete'"
             " && f.clientHeight + 1 >= d.documentElement.scrollHeight; }",
-            timeout=5000,
+            timeout=15000,
         )
     return _measure(page)
 
