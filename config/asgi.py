@@ -1,5 +1,5 @@
 """ASGI entry point (daphne): Channels routes the long-poll and SSE paths and the MCP server
-(``/mcp``, ``outbox.mcp.asgi``), Django serves the rest.
+(``/mcp``, ``outbox.mcp.asgi``, imported at its first request), Django serves the rest.
 
 The streaming paths are raw ASGI apps (``mail.realtime``) behind Channels' session and auth
 middleware, so dashboard sessions work there too.
@@ -7,8 +7,10 @@ middleware, so dashboard sessions work there too.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -20,10 +22,29 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mail.realtime import stream_app, wait_app  # noqa: E402
-from outbox.mcp.asgi import mcp_app  # noqa: E402
 from outbox.realtime import wait_for_decision  # noqa: E402
 
 outbox_waiting = wait_for_decision(django_asgi_app)
+
+_mcp_loaded: asyncio.Future | None = None
+
+
+def _load_mcp() -> Any:
+    # The MCP SDK (and the pydantic models it builds at import) is most of a web process's
+    # start-up: imported at the first /mcp request, in a thread so the event loop keeps serving,
+    # rather than by every web process that never sees an agent.
+    from outbox.mcp.asgi import mcp_app
+
+    return mcp_app
+
+
+async def mcp(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """``/mcp``: ``outbox.mcp.asgi.mcp_app``, imported once, at its first request."""
+    global _mcp_loaded
+    if _mcp_loaded is None:
+        _mcp_loaded = asyncio.ensure_future(asyncio.to_thread(_load_mcp))
+    app = await asyncio.shield(_mcp_loaded)
+    await app(scope, receive, send)
 
 
 application = ProtocolTypeRouter(
@@ -38,7 +59,7 @@ application = ProtocolTypeRouter(
                 ),
                 re_path(r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/send$", outbox_waiting),
                 re_path(r"^api/v1/outbox/(?P<item_id>[^/]+)$", outbox_waiting),
-                re_path(r"^mcp/?$", mcp_app),  # bearer keys only: no session middleware
+                re_path(r"^mcp/?$", mcp),  # bearer keys only: no session middleware
                 re_path(r"", django_asgi_app),
             ]
         )

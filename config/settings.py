@@ -71,8 +71,10 @@ EMBEDDED_DB = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 
 REDIS_URL = env.str("REDIS_URL", default="")
 
+# daphne is not an installed app: it would only swap in its `runserver`, and every process
+# (smtpd, Celery) would import Twisted at start-up; the web process runs daphne itself
+# (`python -m config.web`, `manage.py serve`).
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
