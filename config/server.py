@@ -96,8 +96,9 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         default=environ.get("PIGEONHOLE_KEY_FILE") or None,
         help="Write the admin key to PATH (mode 0600) instead of printing it, for scripts: "
         "it is there before the server listens, and the same key on every start with the "
-        f"same data directory (default: none, the key is printed; it is kept in DATA_DIR/"
-        f"{KEY_FILE} either way; environment: PIGEONHOLE_KEY_FILE).",
+        "same data directory; the dashboard password is not printed either (default: none, "
+        f"both are printed; they are kept in DATA_DIR/{KEY_FILE} and DATA_DIR/{PASSWORD_FILE} "
+        "either way; environment: PIGEONHOLE_KEY_FILE).",
     )
     return parser
 
@@ -168,8 +169,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"admin key  written to {key_file}", flush=True)
         else:
             print(f"admin key  {created['api_key']}", flush=True)
-        said = "" if created["password_set"] else " (unless changed since)"
-        print(f"dashboard  {owner} / {password}{said}; data in {data_dir}", flush=True)
+        # A script's log (a CI job's, often public) gets no secret: the files hold them.
+        if options.key_file:
+            shown = f"{owner}, first password in {data_dir / PASSWORD_FILE}"
+        else:
+            said = "" if created["password_set"] else " (unless changed since)"
+            shown = f"{owner} / {password}{said}"
+        print(f"dashboard  {shown}; data in {data_dir}", flush=True)
         call_command(
             "serve",
             host=options.host,

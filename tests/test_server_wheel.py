@@ -243,7 +243,10 @@ def test_the_installed_server_serves_the_cli_and_stops_on_sigterm(
         figure(f"server wheel: pigeonhole-server start to /healthz in {took:.1f} s")
         key = key_file.read_text().strip()
         assert key.startswith("pgh_") and key_file.stat().st_mode & 0o777 == 0o600
-        assert key not in server.text()  # written for scripts, not printed to the job's log
+        # Written for scripts, not printed to the job's log, and no more is the password.
+        assert key not in server.text()
+        password = (data_dir / "dashboard-password").read_text().strip()
+        assert password not in server.text() and "dashboard-password" in server.text()
         assert (data_dir / "pigeonhole.sqlite3").is_file()
 
         cli_env = {**installed.env(), "PIGEONHOLE_URL": server.url, "PIGEONHOLE_API_KEY": key}
@@ -300,6 +303,8 @@ def test_a_second_start_with_the_same_data_dir_keeps_the_key_and_ctrl_c_stops_it
         second.wait_healthy()
         printed = re.findall(r"^admin key\s+(pgh_\S+)$", second.text(), re.MULTILINE)
         assert printed == [key], second.text()
+        password = (data_dir / "dashboard-password").read_text().strip()
+        assert f"admin@ci.pigeonhole.test / {password}" in second.text()
         answer = httpx.get(
             second.url + "/api/v1/inboxes", headers={"Authorization": f"Bearer {key}"}, timeout=10
         )
