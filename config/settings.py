@@ -14,15 +14,33 @@ from pathlib import Path
 
 import environ
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
-VAR_DIR.mkdir(exist_ok=True)
+CONFIG_DIR = Path(__file__).resolve().parent
+BASE_DIR = CONFIG_DIR.parent  # the checkout, or site-packages when installed from the wheel
 
 env = environ.Env()
 
+# This instance's own state (the embedded database, the secret key, media, beat's schedule):
+# var/ of the checkout unless DATA_DIR names another directory (pigeonhole-server --data-dir).
+VAR_DIR = Path(env.str("DATA_DIR", default=str(BASE_DIR / "var"))).absolute()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _shipped(name: str) -> Path:
+    """The project's ``templates/`` or ``static/``: in a checkout beside manage.py; installed
+    from the wheel, inside the config package (``config/_templates``, ``config/_static``:
+    pyproject.toml's package-dir), so the wheel puts no generic top-level names into
+    site-packages."""
+    installed = CONFIG_DIR / f"_{name}"
+    return installed if installed.is_dir() else BASE_DIR / name
+
+
+TEMPLATES_DIR = _shipped("templates")
+STATIC_DIR = _shipped("static")
+
 
 def _embedded_secret_key() -> str:
-    """A per-checkout secret for embedded mode, kept in var/ so sessions survive restarts."""
+    """A per-instance secret for embedded mode, kept in var/ (DATA_DIR) so sessions survive
+    restarts."""
     path = VAR_DIR / "secret_key"
     if not path.exists():
         path.write_text(secrets.token_urlsafe(50))
@@ -123,7 +141,7 @@ WSGI_APPLICATION = None
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [TEMPLATES_DIR],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -166,7 +184,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(exist_ok=True)
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [STATIC_DIR]
 STORAGES = {
     "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
@@ -177,7 +195,7 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 # Files served at the site's root: /favicon.ico, which browsers ask for on every page without a
 # <link rel=icon> (the admin, the API documentation) and which was a 404 in every log.
-WHITENOISE_ROOT = BASE_DIR / "static" / "root"
+WHITENOISE_ROOT = STATIC_DIR / "root"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache, channel layer, jobs -------------------------------------------------------------
@@ -276,6 +294,20 @@ OUTBOX_RETRY_SCHEDULE = [
 ]
 OUTBOX_SWEEP_GRACE = env.float("OUTBOX_SWEEP_GRACE", default=10.0)
 OUTBOX_SWEEP_EVERY = env.float("OUTBOX_SWEEP_EVERY", default=15.0)  # seconds between sweeps
+# The periodic jobs: run by Celery beat (the Procfile's beat) and, in embedded mode, by
+# `manage.py serve` in-process. A setting rather than code in config/celery.py, which Celery reads
+# through config_from_object: importing the Celery app then reads no settings, so a program can
+# import the project (config.server) and set the environment before the settings are loaded.
+CELERY_BEAT_SCHEDULE = {
+    "expire-inboxes": {"task": "inboxes.expire_due", "schedule": 30.0},
+    "prune-events": {"task": "events.prune", "schedule": 600.0},
+    "announce-overdue-emails": {"task": "mail.announce_overdue", "schedule": 15.0},
+    "sweep-webhook-deliveries": {"task": "webhooks.sweep", "schedule": WEBHOOK_SWEEP_EVERY},
+    "sweep-outbox-deliveries": {"task": "outbox.sweep", "schedule": OUTBOX_SWEEP_EVERY},
+    "expire-pending-outbox": {"task": "outbox.expire_pending", "schedule": 300.0},
+    # Each run checks the custom domains due (DOMAIN_RECHECK_MINUTES), at most 100.
+    "recheck-domains": {"task": "inboxes.recheck_domains", "schedule": 60.0},
+}
 EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
 CLASSIFIER_URL = env.str("CLASSIFIER_URL", default="")
 CLASSIFIER_MODEL = env.str("CLASSIFIER_MODEL", default="")
@@ -378,7 +410,7 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Pigeonhole API",
     "VERSION": "1.0.0",
     "OAS_VERSION": "3.1.0",
-    "DESCRIPTION": (BASE_DIR / "config" / "api" / "description.md").read_text(),
+    "DESCRIPTION": (CONFIG_DIR / "api" / "description.md").read_text(),
     "SCHEMA_PATH_PREFIX": r"/api/v1",
     # Docstrings are written for maintainers (a base class's note once described twelve request
     # bodies); what a client reads is given explicitly: extend_schema's summary and description,
