@@ -95,11 +95,19 @@ test-fast: install
 		CONN_MAX_AGE=0 HOSTILE_MAIL_MESSAGES=1000 $(BIN)/python -m pytest -q -p no:cacheprovider \
 		-m 'not live' -n 2
 
+# Each pass runs on TEST_WORKERS pytest-xdist workers (make test: two passes of two workers on
+# the two cores; a live test spends much of its time waiting on the processes it started). A
+# worker has a test database and a Redis database of its own (tests/workers.py), and every live
+# process it starts inherits them; --dist worksteal lets an idle worker take tests queued behind
+# a long one (the schema fuzzer, the kill -9 scenario).
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS) --dist worksteal
+
 # The whole suite against PostgreSQL and Redis (the first pass of make test). Both passes print
 # their 15 slowest tests: where the time of make test goes.
 test-postgres: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
-		CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15
+		CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=15 $(XDIST)
 
 # The suite again in embedded mode (what make run uses): SQLite under var/embedded-test, no Redis,
 # the in-memory channel layer, jobs in-process. The tests marked topology_production (Celery
@@ -115,7 +123,7 @@ test-embedded: install
 		$(BIN)/python -m tests.preflight
 	env -u REDIS_URL DATABASE_URL=sqlite:///$(EMBEDDED_TEST_DIR)/pigeonhole.sqlite3 \
 		FUZZ_EXAMPLES=25 SECURITY_EVENTS=200 CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider \
-		--durations=15 $(EMBEDDED_PYTEST_ARGS)
+		--durations=15 $(XDIST) $(EMBEDDED_PYTEST_ARGS)
 
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \

@@ -246,6 +246,24 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
         _NOT_EMBEDDED.extend(item.nodeid for item in drop)
 
 
+# Under pytest-xdist (make test, make test-fast) the workers collect, deselect and record figures;
+# each hands its lists to the controller when it stops, which prints them once.
+
+
+def pytest_sessionfinish(session) -> None:  # type: ignore[no-untyped-def]
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker
+        workeroutput["not_embedded"] = list(_NOT_EMBEDDED)
+        workeroutput["figures"] = list(_FIGURES)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # type: ignore[no-untyped-def]
+    output = getattr(node, "workeroutput", {})
+    _NOT_EMBEDDED.extend(n for n in output.get("not_embedded", ()) if n not in _NOT_EMBEDDED)
+    _FIGURES.extend(output.get("figures", ()))
+
+
 def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
     if _NOT_EMBEDDED:
         terminalreporter.section("embedded configuration")
