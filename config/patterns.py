@@ -14,9 +14,13 @@ The contract:
 - :meth:`UserPattern.search` looks at the first ``MAX_INPUT`` characters of the text only and
   stops after ``PATTERN_TIMEOUT_MS``. A :class:`Budget` bounds the total time of the searches of
   one unit of work (a wait request, the label rules of one email, one tester run) to
-  ``PATTERN_BUDGET_MS``, however many patterns and texts it has. A search that times out, or that
-  the spent budget no longer lets run, is ``Outcome.TIMED_OUT``: it counts as no match, and is
-  logged (each timeout, and the budget's exhaustion once).
+  ``PATTERN_BUDGET_MS``, however many patterns and texts it has. Both count the search's own
+  work, not the time the machine gave to others: ``regex``'s limit does not run while the process
+  is descheduled, and the budget is charged the searching thread's CPU time (charged by the wall
+  clock, a busy machine could spend a wait's budget on a cheap pattern, and the wait's mail then
+  matched nothing). A search that times out, or that the spent budget no longer lets run, is
+  ``Outcome.TIMED_OUT``: it counts as no match, and is logged (each timeout, and the budget's
+  exhaustion once).
 - Never on an event loop: ``regex`` releases the GIL while it matches a ``str``, so a search in a
   worker thread leaves the process's other threads running; async code awaits
   :meth:`UserPattern.asearch`, which runs the search in this module's own thread pool.
@@ -90,7 +94,7 @@ class UserPattern:
                 return Outcome.TIMED_OUT
             limit = min(limit, budget.left)
         haystack = text[:MAX_INPUT]
-        started = time.monotonic()
+        started = time.thread_time()
         try:
             found = self._compiled.search(haystack, timeout=limit, concurrent=True)
         except TimeoutError:
@@ -102,8 +106,8 @@ class UserPattern:
             )
             return Outcome.TIMED_OUT
         finally:
-            if budget is not None:
-                budget.left -= time.monotonic() - started
+            if budget is not None:  # the CPU the search took, not the time others had
+                budget.left -= time.thread_time() - started
         return Outcome.MATCH if found is not None else Outcome.NO_MATCH
 
     async def asearch(self, text: str, budget: Budget | None = None) -> Outcome:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import subprocess
+import time
 
 import pytest
 
@@ -75,6 +78,28 @@ def test_the_budget_bounds_many_searches(settings, caplog: pytest.LogCaptureFixt
     assert 1 <= timeouts <= 4  # about 0.12 s / 50 ms (less on a busy machine); the rest not run
     assert caplog.text.count("budget spent") == 1
     assert compile_user_pattern("a").search("a", budget) is Outcome.TIMED_OUT
+
+
+def test_a_search_stopped_by_the_machine_spends_only_its_cpu(settings) -> None:  # type: ignore[no-untyped-def]
+    """The process is stopped (SIGSTOP, by a shell the test starts) for 2.5 s in the middle of a
+    search that needs about 0.25 s of CPU. regex's limit (2 s) does not count the stop, and the
+    search answers; its budget was charged the 2.8 s of wall time (a busy server could spend a
+    wait's budget so) and is now charged the search's CPU only."""
+    settings.PATTERN_TIMEOUT_MS = 2000
+    pattern = compile_user_pattern(CATASTROPHIC)
+    budget = Budget(2.0)
+    stopper = subprocess.Popen(
+        ["sh", "-c", f"sleep 0.05; kill -STOP {os.getpid()}; sleep 2.5; kill -CONT {os.getpid()}"]
+    )
+    started = time.monotonic()
+    try:
+        outcome = pattern.search("a" * 29 + "!", budget)
+    finally:
+        stopper.wait(10)
+    waited = time.monotonic() - started
+    assert waited > 2.0, waited  # the stop came while the search ran
+    assert outcome is Outcome.NO_MATCH
+    assert budget.left > 1.0, budget.left
 
 
 def test_asearch_leaves_the_event_loop_free() -> None:
