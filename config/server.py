@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
+from config.files import write_private
+
 # Settings the command decides itself: the embedded database in the data directory, no Redis,
 # the secret and the files of this instance from the data directory, eager in-process jobs.
 _OWN_SETTINGS = (
@@ -109,21 +111,12 @@ def _stop_before_serving(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Writes ``text`` readable by its owner only (0600), also over an existing wider file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        os.fchmod(out.fileno(), 0o600)  # O_CREAT's mode applies to a new file only
-        out.write(text + "\n")
-
-
 def _password(data_dir: Path) -> str:
     """The dashboard owner's first password: made on the first start, kept in the data
     directory. The account keeps the password it has on later starts (bootstrap)."""
     path = data_dir / PASSWORD_FILE
     if not path.exists():
-        _write_private(path, secrets.token_urlsafe(12))
+        write_private(path, secrets.token_urlsafe(12))
     return path.read_text().strip()
 
 
@@ -165,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         created = json.loads(out.getvalue())
         if options.key_file:
             key_file = Path(options.key_file).expanduser().absolute()
-            _write_private(key_file, created["api_key"])
+            write_private(key_file, created["api_key"])
             print(f"admin key  written to {key_file}", flush=True)
         else:
             print(f"admin key  {created['api_key']}", flush=True)

@@ -7,7 +7,6 @@ file under ``var/`` (mode 0600) and shown again, instead of one more valid admin
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apikeys import services
 from config.api.errors import ApiError
+from config.files import write_private
 from inboxes import services as inbox_services
 
 
@@ -108,7 +108,7 @@ class Command(BaseCommand):
         )
         key_new = created.plain != kept
         if key_file and key_new:
-            _write_key(key_file, created.plain)
+            write_private(key_file, created.plain)
         elif key_file:
             key_file.chmod(0o600)  # an admin key: never left readable by others
         record = None
@@ -168,12 +168,3 @@ def _read_key(path: Path) -> str | None:
         return path.read_text().strip() or None
     except FileNotFoundError:
         return None
-
-
-def _write_key(path: Path, plain: str) -> None:
-    """Writes the key readable by its owner only (0600), also over an existing wider file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        os.fchmod(out.fileno(), 0o600)  # O_CREAT's mode applies to a new file only
-        out.write(plain + "\n")
