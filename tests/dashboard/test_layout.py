@@ -474,8 +474,8 @@ def _measure(page: Any) -> dict[str, Any]:
     return {**inside.evaluate(INSIDE_JS), **outer, "sandbox": frame.get_attribute("sandbox")}
 
 
-def _frame(page: Any, email: Email, part: str = "") -> dict[str, Any]:
-    page.goto(f"/emails/{email.pk}/{part}")
+def _frame(page: Any, email: Email) -> dict[str, Any]:
+    page.goto(f"/emails/{email.pk}/")
     _sized(page)
     return _measure(page)
 
