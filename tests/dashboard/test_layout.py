@@ -468,9 +468,7 @@ def _measure(page: Any) -> dict[str, Any]:
         "(f) => ({ height: f.getBoundingClientRect().height, inner: f.clientHeight,"
         " attribute: f.getAttribute('height'), sized: f.getAttribute('data-sized') })"
     )
-    inside.wait_for_function(
-        "(h) => document.documentElement.clientHeight === h", arg=outer["inner"]
-    )
+    inside.wait_for_function("(h) => window.innerHeight === h", arg=outer["inner"])
     return {**inside.evaluate(INSIDE_JS), **outer, "sandbox": frame.get_attribute("sandbox")}
 
 
