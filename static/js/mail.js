@@ -61,8 +61,10 @@
   // The frame that shows the mail is sandboxed without scripts in an opaque origin: this page
   // cannot read it. Beside it lies a hidden copy of the same document at the same width
   // (?measure=1: sandboxed without scripts, same-origin, fetching nothing; docs/security.md,
-  // "The HTML frame"), which this page measures on load and whenever the mail re-flows (a
-  // narrower window, the tab shown) to give the frame the mail's height.
+  // "The HTML frame"). A ResizeObserver watches the copy's root, whose box is the mail's own
+  // height at the frame's width, and the copy itself (a narrower window, the tab shown): every
+  // change to either sizes the frame, so images that decode late or a re-wrap are followed as
+  // they happen. The frame's data-sized attribute says the height it was given last.
   function fitFrame(frame) {
     var box = frame.parentElement;
     var copy = box ? box.querySelector("iframe[data-measure-frame]") : null;
@@ -75,7 +77,7 @@
       try { doc = copy.contentDocument; } catch (e) { doc = null; }
       if (!doc || !doc.documentElement || doc.URL === "about:blank") { return; }
       // Not while it still loads: a half-parsed copy is shorter than the mail (the load event
-      // measures it whole, the observer every re-flow after).
+      // measures it whole, the observer every change after).
       if (doc.readyState !== "complete") { return; }
       var root = doc.documentElement;
       if (observer && observed !== root) {
@@ -88,19 +90,20 @@
       var content = Math.ceil(root.getBoundingClientRect().height);
       var scrollbar = root.scrollWidth > root.clientWidth ? 20 : 0;
       var height = content + scrollbar + (frame.offsetHeight - frame.clientHeight);
-      if (Math.abs(frame.offsetHeight - height) > 1) { frame.setAttribute("height", String(height)); }
-      frame.setAttribute("data-sized", "1");
+      if (frame.getAttribute("height") !== String(height)) {
+        frame.setAttribute("height", String(height));
+      }
+      if (frame.getAttribute("data-sized") !== String(height)) {
+        frame.setAttribute("data-sized", String(height));
+      }
     }
 
-    copy.addEventListener("load", function () {
-      observed = null;
-      measure();
-      // Late layout (fonts, the stylesheet, images with sizes) settles within moments: measure
-      // again then, in case no resize was observed for it.
-      [100, 500, 1500, 3000, 6000].forEach(function (ms) { window.setTimeout(measure, ms); });
-    });
-    if (observer) { observer.observe(copy); }
-    window.addEventListener("resize", measure);
+    copy.addEventListener("load", measure);
+    if (observer) {
+      observer.observe(copy);
+    } else {
+      window.addEventListener("resize", measure);
+    }
     measure();  // the copy may have loaded before this script ran
   }
 

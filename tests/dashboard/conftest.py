@@ -202,17 +202,33 @@ def login(page: Any, email: str, password: str = PASSWORD) -> None:
 
 def screenshot(page: Any, name: str) -> tuple[Path, Path]:
     """Saves ``var/screenshots/{name}-desktop.png`` (1280×800) and ``{name}-phone.png`` (375×812),
-    full page, then restores the viewport."""
+    the whole page, then restores the viewport.
+
+    The page is laid out at each width, then shot through a viewport as tall as the page: a
+    full-page capture draws a cross-process frame (the email's sandboxed HTML) only where it was
+    on screen, and leaves the rest of it blank. Each frame is waited for until its document has
+    the frame's size (Chromium hands it over once the frame is in view)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     before = page.viewport_size or DESKTOP
     paths = []
     for label, size in (("desktop", DESKTOP), ("phone", PHONE)):
         page.set_viewport_size(size)
+        height = page.evaluate("() => document.documentElement.scrollHeight")
+        page.set_viewport_size({"width": size["width"], "height": max(height, size["height"])})
+        _frames_have_their_size(page)
         path = SCREENSHOTS / f"{name}-{label}.png"
         page.screenshot(path=str(path), full_page=True)
         paths.append(path)
     page.set_viewport_size(before)
     return paths[0], paths[1]
+
+
+def _frames_have_their_size(page: Any) -> None:
+    """Waits until every shown frame's document has the frame's height as its viewport."""
+    for element in page.locator("iframe:visible").element_handles():
+        inside = element.content_frame()
+        height = element.evaluate("(f) => f.clientHeight")
+        inside.wait_for_function("(h) => window.innerHeight === h", arg=height)
 
 
 def horizontal_overflow(page: Any) -> int:
