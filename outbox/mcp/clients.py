@@ -26,12 +26,13 @@ def client_configs(url: str, key: str) -> list[ClientConfig]:
             shlex.quote(f"Authorization: {bearer}"),
         ]
     )
+    # Claude Desktop starts commands only: the Python client's stdio bridge (pigeonhole mcp)
     desktop = {
         "mcpServers": {
             "pigeonhole": {
-                "command": "npx",
-                "args": ["-y", "mcp-remote", url, "--header", "Authorization:${AUTH_HEADER}"],
-                "env": {"AUTH_HEADER": bearer},
+                "command": "pigeonhole",
+                "args": ["mcp"],
+                "env": {"PIGEONHOLE_URL": url.removesuffix("/mcp"), "PIGEONHOLE_API_KEY": key},
             }
         }
     }
@@ -45,7 +46,8 @@ def client_configs(url: str, key: str) -> list[ClientConfig]:
         ClientConfig("Claude Code", "Run in a terminal.", claude_code),
         ClientConfig(
             "Claude Desktop",
-            "claude_desktop_config.json (Settings → Developer → Edit Config); needs Node.js.",
+            "claude_desktop_config.json (Settings → Developer → Edit Config); needs "
+            "pip install 'pigeonhole-client[mcp]' (docs/client.md).",
             json.dumps(desktop, indent=2),
         ),
         ClientConfig("Cursor", "~/.cursor/mcp.json", json.dumps(cursor, indent=2)),

@@ -247,6 +247,14 @@ async def mcp_waiter(
                 )
                 client = await stack.enter_async_context(ClientSession(read, write))
                 await client.initialize()
+                # Each session is made ready before it is measured, as an agent's is after its
+                # first call: every MCP client lists the tools before it calls one, and the SDK's
+                # client compiles a tool's output schema at that tool's first result (tens of
+                # ms: it checks the schema against the JSON Schema metaschema). Otherwise most
+                # samples (200 messages over 200 sessions) held both, one session after another
+                # in this one process: a tools/list exchange and that compile per session.
+                await client.list_tools()
+                await client.call_tool("wait_for_email", {"inbox": waiter.inbox_id, "timeout": 0})
             arguments = {"inbox": waiter.inbox_id, "timeout": 120}
             while True:
                 waiter.parked_at = time.perf_counter()

@@ -6,6 +6,7 @@ shows the key once inside copyable client configurations, and the key works on `
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 
 from apikeys.models import ApiKey
@@ -44,6 +45,10 @@ def test_an_owner_connects_an_agent(page, stack, team: Team) -> None:  # type: i
     )
     for client in ("Claude Desktop", "Cursor", "VS Code"):
         assert plain in page.locator(f'[data-client-config="{client}"]').inner_text()
+    desktop = json.loads(page.locator('[data-client-config="Claude Desktop"]').inner_text())
+    bridge = desktop["mcpServers"]["pigeonhole"]  # pigeonhole mcp, the client's stdio bridge
+    assert (bridge["command"], bridge["args"]) == ("pigeonhole", ["mcp"])
+    assert bridge["env"] == {"PIGEONHOLE_URL": stack.base_url, "PIGEONHOLE_API_KEY": plain}
 
     key = ApiKey.objects.get(workspace=team.workspace, name="mcp-agent")
     assert key.kind == "agent" and key.require_approval is True

@@ -1,5 +1,6 @@
 """The ``pigeonhole`` command: inboxes, waiting for mail, listing, sending and streaming from a
-shell step, e.g. ``CODE=$(pigeonhole wait --inbox signup@example.test --code --timeout 60)``.
+shell step, e.g. ``CODE=$(pigeonhole wait --inbox signup@example.test --code --timeout 60)``;
+``pigeonhole mcp`` serves the instance's MCP tools over stdio (``mcp_bridge``).
 
 Configured by ``--url`` / ``--key`` or ``PIGEONHOLE_URL`` / ``PIGEONHOLE_API_KEY``. ``--json``
 (before or after the command) prints JSON instead of text. Exit status: 0 on success, 1 when a
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from ._core import Config
 from .client import Inbox, NothingExtracted, Pigeonhole
 from .errors import PigeonholeError, WaitTimeout
 
@@ -92,6 +94,13 @@ def parser() -> argparse.ArgumentParser:
     stream.add_argument("--inbox", required=True, help="inbox id or address")
     stream.add_argument("--timeout", type=int, help="stop after this many seconds")
     stream.add_argument("--last-event-id", help="resume after this event id ('0': replay all)")
+
+    commands.add_parser(
+        "mcp",
+        help="serve the instance's MCP tools over stdio (for Claude Desktop and other clients "
+        "that start a command); needs pigeonhole-client[mcp]",
+        parents=[common],
+    )
     return top
 
 
@@ -120,8 +129,16 @@ def _wait(ph: Pigeonhole, args: argparse.Namespace, as_json: bool) -> int:
     return 0
 
 
+def _mcp(args: argparse.Namespace) -> int:
+    from . import mcp_bridge
+
+    return mcp_bridge.main(Config.resolve(getattr(args, "url", None), getattr(args, "key", None)))
+
+
 def run(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
+    if args.command == "mcp":  # stdout is the protocol's: nothing else is printed there
+        return _mcp(args)
     with Pigeonhole(getattr(args, "url", None), getattr(args, "key", None)) as ph:
         if args.command == "inbox":
             if args.inbox_command == "create":

@@ -1,5 +1,7 @@
 """A client that leaves in the middle of ``wait_for_email`` gives its wait's slot back: with
-``MAX_OPEN_STREAMS_PER_KEY=1`` the key's next wait is served, not refused as ``rate_limited``."""
+``MAX_OPEN_STREAMS_PER_KEY=1`` the key's next wait is served, not refused as ``rate_limited``.
+The leaver's call has no progress token, so its answer is JSON and ``outbox.mcp.asgi`` watches
+its connection itself."""
 
 from __future__ import annotations
 
@@ -38,12 +40,8 @@ def test_a_client_that_leaves_mid_wait_frees_its_slot(
     async def run() -> tuple:
         # The leaver speaks plain JSON-RPC over one HTTP connection it closes itself, so the
         # test knows the connection is gone (an SDK client may keep it in a pool).
-        call = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "wait_for_email", "arguments": {"inbox": inbox.pk, "timeout": 120}},
-        }
+        params = {"name": "wait_for_email", "arguments": {"inbox": inbox.pk, "timeout": 120}}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
         headers = {
             "Authorization": f"Bearer {key}",
             "Accept": "application/json, text/event-stream",

@@ -381,3 +381,39 @@ def test_get_verification_code_returns_each_unread_code_once_in_order(
     from mail.models import Email
 
     assert Email.objects.filter(inbox=inbox, read=True).count() == 2
+
+
+def test_a_call_without_a_progress_token_is_answered_as_json_on_a_kept_connection(
+    stack: Stack, transactional_db: None, workspace: Workspace
+) -> None:
+    """Nothing but the result can come for such a call, so it is plain JSON: read to its end,
+    the client keeps the connection for its next call (an event stream the SDK's client closes
+    at the result cost a new connection per call). With a progress token: the event stream."""
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="plain")
+    key = key_of(workspace, "read")
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    call = {"name": "wait_for_email", "arguments": {"inbox": inbox.pk, "timeout": 2}}
+    with httpx.Client(base_url=stack.base_url, headers=headers, timeout=30) as http:
+        plain = http.post(
+            "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        )
+        streamed = http.post(
+            "/mcp",
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {**call, "_meta": {"progressToken": "p"}},
+            },
+        )
+    assert plain.status_code == 200 and plain.headers["content-type"] == "application/json"
+    assert "chunked" not in plain.headers.get("transfer-encoding", "")
+    result = plain.json()["result"]
+    assert result["structuredContent"]["found"] is False and result["isError"] is False
+    assert streamed.status_code == 200
+    assert streamed.headers["content-type"].startswith("text/event-stream")
+    assert '"structuredContent":{"found":false' in streamed.text.replace(" ", "")
