@@ -90,6 +90,39 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
     raise TimeoutError(f"port {port} did not open")
 
 
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on ``127.0.0.1:port`` (/proc/net/tcp, state 0A)."""
+    wanted = f"0100007F:{port:04X}"
+    inodes = set()
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            if fields[1] == wanted and fields[3] == "0A":
+                inodes.add(fields[9])
+    return inodes
+
+
+def wait_listening(proc: subprocess.Popen, port: int, timeout: float = 60) -> None:
+    """Until ``proc`` itself listens on ``port`` (not another process sharing it with
+    ``SO_REUSEPORT``, as the smtpds of the fault scenarios do): its own descriptors hold one of
+    the port's listening sockets."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode}")
+        inodes = _listening_inodes(port)
+        fds = Path(f"/proc/{proc.pid}/fd")
+        with contextlib.suppress(OSError):
+            for fd in fds.iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:[") and target[8:-1] in inodes:
+                        return
+        time.sleep(0.05)
+    raise TimeoutError(f"process {proc.pid} did not listen on port {port}")
+
+
 def drain(stream: IO[bytes], into: collections.deque[str]) -> threading.Thread:
     """Reads a child's stderr into ``into`` (its last lines) in a thread, so a chatty process
     never blocks on a full pipe (64 KiB of tracebacks stopped an smtpd mid-reply once)."""
