@@ -7,7 +7,6 @@ middleware, so dashboard sessions work there too.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 from typing import Any
@@ -26,25 +25,23 @@ from outbox.realtime import wait_for_decision  # noqa: E402
 
 outbox_waiting = wait_for_decision(django_asgi_app)
 
-_mcp_loaded: asyncio.Future | None = None
-
-
-def _load_mcp() -> Any:
-    # The MCP SDK (and the pydantic models it builds at import) is most of a web process's
-    # start-up: imported at the first /mcp request, in a thread so the event loop keeps serving,
-    # rather than by every web process that never sees an agent.
-    from outbox.mcp.asgi import mcp_app
-
-    return mcp_app
+_mcp_app: Any = None
 
 
 async def mcp(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """``/mcp``: ``outbox.mcp.asgi.mcp_app``, imported once, at its first request."""
-    global _mcp_loaded
-    if _mcp_loaded is None:
-        _mcp_loaded = asyncio.ensure_future(asyncio.to_thread(_load_mcp))
-    app = await asyncio.shield(_mcp_loaded)
-    await app(scope, receive, send)
+    """``/mcp``: ``outbox.mcp.asgi.mcp_app``, imported at the first request.
+
+    The MCP SDK (and the pydantic models it builds at import) is most of a web process's start-up,
+    so a process that never sees an agent never loads it; the process that does waits about a
+    second on its first /mcp request. The import runs here, on the event loop's thread: imported
+    from a worker thread, the app no longer noticed a client that left mid-wait (its slot stayed
+    taken; tests/outbox/mcp/test_disconnect.py)."""
+    global _mcp_app
+    if _mcp_app is None:
+        from outbox.mcp.asgi import mcp_app
+
+        _mcp_app = mcp_app
+    await _mcp_app(scope, receive, send)
 
 
 application = ProtocolTypeRouter(
