@@ -36,6 +36,7 @@ class DnsServer:
     def __init__(self) -> None:
         self.records: dict[str, list[str]] = {}
         self.failing: set[str] = set()
+        self._stopping = False
         self.queries: list[tuple[str, str]] = []  # (name, type), in order
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
@@ -59,6 +60,8 @@ class DnsServer:
             try:
                 wire, client = self.sock.recvfrom(65535)
             except OSError:  # closed
+                return
+            if self._stopping:
                 return
             try:
                 self.sock.sendto(self._answer(wire), client)
@@ -86,8 +89,14 @@ class DnsServer:
         return response.to_wire()
 
     def stop(self) -> None:
-        self.sock.close()
+        """Ends the serving thread: closing a UDP socket does not wake a thread blocked in
+        ``recvfrom`` on Linux (every run's teardown used to wait the whole join timeout), so a
+        datagram to itself does."""
+        self._stopping = True
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as waker:
+            waker.sendto(b"", ("127.0.0.1", self.port))
         self._thread.join(5)
+        self.sock.close()
 
 
 RUNNING: DnsServer | None = None  # the run's server (tests/conftest.py)
