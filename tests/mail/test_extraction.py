@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from mail.message import extraction
 from mail.message.extraction import AFTER_WINDOW, BEFORE_WINDOW, extract
 from mail.message.htmltext import html_to_text
+from tests.sizes import examples
 
 
 @dataclass(frozen=True)
@@ -840,7 +841,7 @@ def test_never_raises_on_malformed_html() -> None:
         assert isinstance(result["codes"], list)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     subject=st.text(max_size=80),
     text=st.text(max_size=400),
@@ -974,7 +975,7 @@ _FILLER = ["please", "use", "the", "below", "to", "finish", "signing", "up", "th
     ),
     st.booleans(),
 )
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_the_keyword_shortcut_finds_exactly_what_an_exhaustive_search_finds(
     pieces: list[tuple[str, str]], standalone: bool
 ) -> None:
@@ -1067,7 +1068,7 @@ _PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=1_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1_500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PIECES, min_size=0, max_size=80))
 def test_line_cut_keyword_scan_matches_the_whole_scan_on_generated_text(pieces: list[str]) -> None:
     cut, whole = _kept_near_codes("".join(pieces))
