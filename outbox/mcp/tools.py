@@ -25,7 +25,7 @@ from pydantic import Field
 from rest_framework import serializers
 
 from apikeys.principal import Principal
-from apikeys.throttling import Lease, aclose_slot, open_slot
+from apikeys.throttling import Lease, aclose_slot, open_slot, settled
 from config.api.asgi import db_call, header
 from config.api.errors import (
     ApiError,
@@ -235,11 +235,18 @@ async def delete_inbox(ctx: Context, inbox: InboxRef) -> results.Deleted:
 
 
 @db_call
-def _open_wait(principal: Principal, inbox_ref: str, arguments: dict) -> tuple[Inbox, dict, Lease]:
-    """The inbox (tenant lookup), the validated query (REST wait's), and the key's slot."""
+def _opened(principal: Principal, inbox_ref: str, arguments: dict) -> tuple[Inbox, dict, Lease]:
     inbox = inbox_selectors.inbox_get(principal.workspace, inbox_ref)
     query = valid(WaitQuery, arguments)
     return inbox, query, open_slot(principal)
+
+
+async def _open_wait(
+    principal: Principal, inbox_ref: str, arguments: dict
+) -> tuple[Inbox, dict, Lease]:
+    """The inbox (tenant lookup), the validated query (REST wait's), and the key's slot, which
+    a call cancelled meanwhile gives back (``apikeys.throttling.settled``)."""
+    return await settled(_opened(principal, inbox_ref, arguments), lambda opened: opened[2])
 
 
 async def _wait(
@@ -546,7 +553,7 @@ async def get_outbox_item(
         lease = open_slot(who.principal) if wait and item.status == Status.PENDING else None
         return record, lease
 
-    record, lease = await current()
+    record, lease = await settled(current(), lambda found: found[1])
     if lease is not None:
         try:
             changed = await wait_for_change(record["id"], float(wait), None, who.principal)
