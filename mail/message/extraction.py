@@ -135,7 +135,7 @@ from urllib.parse import unquote
 
 from .htmltext import fold_whitespace, parse_html
 
-__all__ = ["AFTER_WINDOW", "BEFORE_WINDOW", "Extracted", "Link", "extract"]
+__all__ = ["AFTER_WINDOW", "BEFORE_WINDOW", "COPULA_WINDOW", "Extracted", "Link", "extract"]
 
 
 class Link(TypedDict):
@@ -153,6 +153,8 @@ class Extracted(TypedDict):
 
 AFTER_WINDOW = 60
 BEFORE_WINDOW = 50
+COPULA_WINDOW = 140  # a candidate right after "is"/":"... in the keyword's sentence
+_REACH_AFTER = max(AFTER_WINDOW, COPULA_WINDOW)  # the farthest a keyword looks ahead
 _MAX_KEYWORDS = 200
 _KEYWORD_REACH = 40  # characters: no keyword is longer in ASCII text (a test checks the patterns)
 _MAX_SCANNED = 1_000  # keyword matches looked at in one source at most (pathological input)
@@ -189,6 +191,15 @@ _LATIN_KEYWORDS = (
     r"einmal-?passwort",
     r"einmal-?kennwort",
     r"verifizierung",
+    r"verificatie",
+    r"verificatie-?codes?",
+    r"bevestigings-?codes?",
+    r"beveiligings-?codes?",
+    r"inlog-?codes?",
+    r"toegangs-?codes?",
+    r"activatie-?codes?",
+    r"authenticatie-?codes?",
+    r"eenmalige-?codes?",
     r"vérification",
     r"usage unique",
     r"c[oó]digos?",
@@ -355,7 +366,9 @@ _CJK_KEYWORD_QUALIFIERS = (
 _KEYWORD_FOLLOWERS = _wordset(
     """promo promotionnel promotionnelle promocional postal postale review reviews snippet
     snippets block blocks sample samples editor base repository quality coverage example
-    examples ошибки заказа купона скидки товара отслеживания приглашения промо"""
+    examples ошибки заказа купона скидки товара отслеживания приглашения промо cliente
+    fiscale sconto ordine spedizione tracciamento promozionale postale prodotto articolo
+    errore"""
 )
 _KEYWORD_FOLLOWER_PHRASES = frozenset(
     tuple(p.split())
@@ -446,7 +459,16 @@ _NEGATIVE_WORDS = _wordset(
     commande facture réservation suivi colis compte téléphone tél dossier montant pedido
     factura reserva seguimiento cuenta cliente teléfono importe fatura encomenda rastreamento
     rastreio conta telefone valor заказ заказа заказу заказе счёт счет счета трек телефон
-    телефона тел договор договора сумма итого"""
+    телефона тел договор договора сумма итого bestellnr artikelnummer artikelnr artikel artnr
+    referenz referenznummer vorgangsnummer verwendungszweck paket paketnummer trackingnummer
+    summe gesamtsumme gesamtbetrag gesamt preis mwst ust steuernummer mitgliedsnummer rufnummer
+    kundenservice référence réf prix tva ttc siret siren expédition envoi billet vol adhérent
+    referencia envío envio localizador precio iva socio albarán protocolo referência preço cpf
+    cnpj nota celular móvil ordine ordini fattura riferimento spedizione tracciamento totale
+    importo prezzo telefono cellulare prenotazione pratica conto carta biglietto volo articolo
+    bestelling bestelnummer ordernummer factuur factuurnummer klantnummer klant referentie
+    kenmerk betalingskenmerk zending zendingnummer pakket totaal bedrag prijs telefoon
+    telefoonnummer btw rekening rekeningnummer"""
 )
 _NEGATIVE_PHRASES = frozenset(
     tuple(p.split())
@@ -466,7 +488,7 @@ _NEGATIVE_PHRASES = frozenset(
 )
 _CONNECTORS = _wordset(
     """is ist est es é was lautet number numbers no nr num nº n nummer numéro numero número номер
-    de do da des del"""
+    de do da des del di van º ª"""
 )
 _CODE_WORDS = _wordset("code codes código codigo codice код")
 _NEGATIVE_CJK = (
@@ -500,9 +522,23 @@ _NEGATIVE_CJK = (
     "전화",
     "고객번호",
     "회원번호",
+    "合計",
+    "小計",
+    "金額",
+    "価格",
+    "伝票番号",
+    "配送番号",
+    "商品番号",
+    "受付番号",
+    "郵便番号",
+    "〒",
 )
+_CURRENCY_SYMBOLS = tuple("$€£¥₹₩₽￥＄")
+# One end of a range of numbers ("1000–5000", "14–16", "1200〜1500").
+_RANGE_BEFORE_RE = re.compile(r"[0-9][ \t]?[–—~〜～][ \t]?$")
+_RANGE_AFTER_RE = re.compile(r"[ \t]?[–—~〜～][ \t]?[0-9]")
 _CJK_TRAILING = " \t\n:：#№-は이가은는을를の"
-_GAP_RE = re.compile(r"[\s:#№\-=]*(\.?)[\s:#№\-=]*")
+_GAP_RE = re.compile(r"[\s:#№°\-=]*(\.?)[\s:#№°\-=]*")
 
 _NEGATIVE_AFTER_RE = re.compile(
     r"[ \t]*(?:(?:[A-Z][a-z]+[ \t]+){0,3}(?i:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln"
@@ -511,8 +547,8 @@ _NEGATIVE_AFTER_RE = re.compile(
     r"|downloads?|views?|followers?|items?|orders?|days?|hours?|minutes?|mins?|seconds?|secs?"
     r"|years?|months?|weeks?|times?|steps?|words?|characters?|digits?|reviews?|stars?|likes?"
     r"|calories|cal|dollars?|euros?|reais|yuan|yen|usd|eur|gbp|chf|jpy|cny|rmb|krw|rub|brl"
-    r"|inr|aud|cad|руб[а-яё]*)(?![^\W\d_])"
-    r"|[$€£¥₹₩₽%円元원]|р\.|[年月日時时分秒号號년월일시분초個个件人歳岁週周回次名点])"
+    r"|inr|aud|cad|uhr|punkte|punten|punti|puntos|pontos|stück|stk|руб[а-яё]*)(?![^\W\d_])"
+    r"|[$€£¥₹₩₽%円元원￥]|ポイント|р\.|[年月日時时分秒号號년월일시분초個个件人歳岁週周回次名点])"
 )
 _SEQ_LEFT_RE = re.compile(r"(\+?)(?<![A-Za-z0-9])((?:[0-9]+[ ./\-])*[0-9]+) $")
 _SEQ_RIGHT_RE = re.compile(r" ([0-9]+(?:[ ./\-][0-9]+)*)(?![A-Za-z])")
@@ -524,6 +560,20 @@ _DIRECT_RE = re.compile(
     r"[\s:：\-–—=]*(?:(?:is|ist|lautet|est|es|é|是|为|為|は)[\s:：\-–—=]*)?", re.I
 )
 _YEAR_MIN, _YEAR_MAX = 1900, 2099
+# What ends the keyword's sentence for the look ahead: "!" or "?" before a space, "." before a
+# line end or before a space and a capital (not "Nr. 4455667", "Inc. is", "B.V. (factuur"), or
+# a CJK full stop. A "." after a one-letter word ("z. B.", "B.V.") ends nothing.
+_STOP_RE = re.compile(
+    r"[!?](?=\s)|[。！？]|(?<=[^\W\d_][^\W\d_])[.](?=[ \t\u00a0]*(?:\n|$)|[ \t\u00a0]+[^\W\d_])"
+)
+# Right before a candidate: the word that announces the value ("... is 739104", "lautet:
+# 583920", "è 618 204", "est le 5139 0826", "：４７２９１８").
+_COPULA_RE = re.compile(
+    r"(?:[:：=]|[は是为為]|(?<![^\W_])(?:is|ist|lautet|lauten|est|es|é|è|são|sono|zijn|are|sind"
+    r"|son)(?![^\W_])(?:[ \t]+(?:le|la|el|o|il|het|der))?)[\s*\"'«「【\[(]*$",
+    re.I,
+)
+_DISPLAY_CHARS = " \t\u3000*\"'«»「」【】()[]"  # around a code shown alone on its line
 
 _PROMO_WORDS = _wordset(
     """discount discounts discounted coupon coupons promo promos promotion promotional promotions
@@ -531,7 +581,8 @@ _PROMO_WORDS = _wordset(
     voucher vouchers sale checkout savings deal deals redeem redeemable redemption rabatt
     rabattcode gutschein gutscheincode angebot réduction remise soldes descuento descuentos
     cupón cupon oferta ofertas desconto descontos cupom promoção promocao скидка скидки скидку
-    купон промокод акция акции"""
+    купон промокод акция акции sconto sconti promozione promozionale buono korting
+    kortingscode"""
 )
 _ERROR_WORDS = _wordset("error errors fehler fehlercode erreur erro ошибка ошибки ошибке exception")
 _ERROR_CJK = ("エラー", "错误", "錯誤", "오류", "에러")
@@ -677,6 +728,10 @@ for _kind in _KIND_PRECEDENCE:
         else:
             _KIND_PHRASES.setdefault(_words[0], []).append((_words, _kind))
 _CAMEL_RE = re.compile(r"(?<=[a-z])(?=[A-Z])")
+# Words that name a login only in a URL's path (``/sessions/magic?token=``), never in its host
+# or query (``magic.example.com``, ``/cart?session=77``) nor in anchor text.
+_PATH_LOGIN_WORDS = frozenset({"magic", "session", "sessions", "passwordless"})
+_URL_PATH_RE = re.compile(r"://[^/?#\s]*([^?#\s]*)")  # also finds the URLs nested in a query
 
 
 # ---------------------------------------------------------------------------------------------
@@ -817,7 +872,9 @@ def _valid_candidate(m: re.Match[str]) -> str | None:
         if len(first) == len(second) and len(first) in (3, 4):
             return first + second if sep == " " else f"{first}-{second}"
         return None
-    if sep == " " and (len(first) != len(second) or len(first) < 3):
+    if sep == " " and (
+        len(first) != len(second) or len(first) < 3 or first.isalpha() or second.isalpha()
+    ):
         return None
     if first in _ID_PREFIXES or second in _ID_PREFIXES:
         return None
@@ -851,6 +908,8 @@ def _negative_before(text: str, start: int) -> bool:
     tail = text[max(0, start - 48) : start]
     if not tail:
         return False
+    if tail.rstrip(" \t\u00a0\u202f").endswith(_CURRENCY_SYMBOLS):
+        return True  # "€ 1299", "US$ 1500" (glued symbols never form a candidate)
     if not tail.isascii() and tail.rstrip(_CJK_TRAILING).endswith(_NEGATIVE_CJK):
         return True
     tokens = list(_TOKEN_RE.finditer(tail))
@@ -899,6 +958,13 @@ def _in_number_run(text: str, start: int, end: int, value: str) -> bool:
             dotted += run.count(".") + run.count("/")
     plus = left is not None and left.group(1) == "+"
     return plus or dotted > 0 or groups >= 3 or total >= 9
+
+
+def _in_range(text: str, start: int, end: int) -> bool:
+    """Whether the candidate is one end of a range ("1000–5000", "14:00–1600")."""
+    if _RANGE_AFTER_RE.match(text, end, end + 3) is not None:
+        return True
+    return _RANGE_BEFORE_RE.search(text, max(0, start - 3), start) is not None
 
 
 def _is_postal(text: str, start: int, end: int, value: str) -> bool:
@@ -954,14 +1020,14 @@ class _Scanner:
         the first search ``announced`` makes after the keyword, and a search before it from the
         widest start it uses, tell.
         """
-        after = (kw_end, kw_end + AFTER_WINDOW + 1)
+        after = (kw_end, kw_end + _REACH_AFTER + 1)
         before = (max(0, kw_start - BEFORE_WINDOW), kw_start)
         if not (self._capitals_in(*after) or self._capitals_in(*before)):
             return False
         text = self.text
-        stop = min(len(text), kw_end + AFTER_WINDOW + _CANDIDATE_SPAN)
+        stop = min(len(text), kw_end + _REACH_AFTER + _CANDIDATE_SPAN)
         found = _CANDIDATE_RE.search(text, kw_end, stop)
-        if found is not None and found.start() <= kw_end + AFTER_WINDOW:
+        if found is not None and found.start() <= kw_end + _REACH_AFTER:
             return True
         return _CANDIDATE_RE.search(text, *before) is not None
 
@@ -1053,7 +1119,7 @@ class _Scanner:
         spans: list[tuple[int, int]] = []
         run = 0
         while run < len(starts):
-            lo = max(0, starts[run] - AFTER_WINDOW - 1 - widen)
+            lo = max(0, starts[run] - _REACH_AFTER - 1 - widen)
             hi = min(size, ends[run] + BEFORE_WINDOW + widen)
             if not bounded:
                 lo = low.rfind("\n", 0, lo) + 1
@@ -1101,6 +1167,8 @@ class _Scanner:
             return False
         if _in_number_run(text, start, end, value) or _is_postal(text, start, end, value):
             return False
+        if _in_range(text, start, end):
+            return False
         if _is_year(value):
             if keyword_end is None:
                 return False
@@ -1110,19 +1178,79 @@ class _Scanner:
         left, right = _sentence_bounds(text, start, end)
         return not _is_promotional(text[left:right]) and not _mentions_error(text[left:start])
 
+    def _alone_on_line(self, start: int, end: int) -> bool:
+        """Whether the candidate at start:end is all its line holds (a displayed code)."""
+        text = self.text
+        lo = max(0, start - 24)
+        line_start = text.rfind("\n", lo, start) + 1
+        if line_start == 0 and lo > 0:
+            return False
+        line_end = text.find("\n", end, end + 24)
+        if line_end < 0:
+            if end + 24 < len(text):
+                return False
+            line_end = len(text)
+        return not (
+            text[line_start:start].strip(_DISPLAY_CHARS) or text[end:line_end].strip(_DISPLAY_CHARS)
+        )
+
+    def _follows_copula(self, kw_end: int, start: int) -> bool:
+        """Whether the candidate at ``start`` directly follows the keyword ending at ``kw_end``
+        or an "is", ":" ... after it."""
+        text = self.text
+        direct = _DIRECT_RE.match(text, kw_end, start)
+        if direct is not None and direct.end() == start:
+            return True
+        return _COPULA_RE.search(text, max(kw_end, start - 24), start) is not None
+
+    def _after(self, kw_end: int) -> tuple[int, str] | None:
+        """The code announced after the keyword ending at ``kw_end``, as (position, value).
+
+        The first acceptable candidate within ``AFTER_WINDOW`` unless a candidate further on in
+        the keyword's sentence (within ``COPULA_WINDOW``) directly follows "is", ":" ... and the
+        first one does not ("your code for order 4455667 at store 0412 is 608213"). After the
+        end of the keyword's sentence only a candidate alone on its line counts (the code under
+        "Use the code below."), not the number of the next sentence ("This code expires in 10
+        minutes. Reference: 88421907").
+        """
+        text = self.text
+        limit = kw_end + _REACH_AFTER
+        near = kw_end + AFTER_WINDOW
+        stop_match = _STOP_RE.search(text, kw_end, min(len(text), limit))
+        sentence_end = stop_match.start() if stop_match is not None else len(text)
+        first: tuple[int, str] | None = None
+        pos, stop = kw_end, min(len(text), limit + _CANDIDATE_SPAN)
+        while (m := _CANDIDATE_RE.search(text, pos, stop)) is not None and m.start() <= limit:
+            if m.start() > sentence_end and (first is not None or m.start() > near):
+                break
+            readings, pos = _readings(m)
+            for start, end, value in readings:
+                same_sentence = start < sentence_end
+                if not same_sentence and not self._alone_on_line(start, end):
+                    continue
+                if start > near and not same_sentence:
+                    continue
+                copula = same_sentence and self._follows_copula(kw_end, start)
+                if start > near and not copula:
+                    continue
+                if not self.acceptable(start, end, value, kw_end):
+                    continue
+                if copula:
+                    return start, value
+                if not same_sentence:  # shown alone on its line after the sentence
+                    return first or (start, value)
+                if first is None:
+                    first = (start, value)
+        return first
+
     def announced(self, kw_start: int, kw_end: int) -> tuple[int, str] | None:
         """The code announced by the keyword at ``kw_start:kw_end`` as (position, value)."""
         text = self.text
         if not self._reaches_code(kw_start, kw_end):
             return None
-        # after the keyword: the first acceptable candidate
-        pos, limit = kw_end, kw_end + AFTER_WINDOW
-        stop = min(len(text), limit + _CANDIDATE_SPAN)
-        while (m := _CANDIDATE_RE.search(text, pos, stop)) is not None and m.start() <= limit:
-            readings, pos = _readings(m)
-            for start, end, value in readings:
-                if self.acceptable(start, end, value, kw_end):
-                    return start, value
+        after = self._after(kw_end)
+        if after is not None:
+            return after
         # before the keyword (same line, same sentence): the nearest acceptable candidate
         lo = max(0, kw_start - BEFORE_WINDOW)
         for sentence_end in _SENTENCE_END_RE.finditer(text, lo, kw_start):
@@ -1301,15 +1429,27 @@ def _kinds(value: str) -> set[str]:
     return found
 
 
+def _path_kinds(words: str) -> set[str]:
+    """The link kinds named only by a URL's path words (``words``: :func:`_url_words`)."""
+    for m in _URL_PATH_RE.finditer(words):
+        if not _PATH_LOGIN_WORDS.isdisjoint(_tokens(m.group(1))):
+            return {"login"}
+    return set()
+
+
 def _kind(url: str, text: str, unsubscribe_urls: set[str]) -> str:
     if url in unsubscribe_urls:
         return "unsubscribe"
-    for source in (text, _url_words(url)):
-        if source:
-            found = _kinds(source)
-            for kind in _KIND_PRECEDENCE:
-                if kind in found:
-                    return kind
+    if text:
+        found = _kinds(text)
+        for kind in _KIND_PRECEDENCE:
+            if kind in found:
+                return kind
+    words = _url_words(url)
+    found = _kinds(words) | _path_kinds(words)
+    for kind in _KIND_PRECEDENCE:
+        if kind in found:
+            return kind
     return "other"
 
 
