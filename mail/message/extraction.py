@@ -24,7 +24,8 @@ that continues with a letter or digit, and not followed by ``%``) and is one of:
 * 5 to 10 upper-case letters and digits with at least one of each (``K7Q2X``, ``G482913``);
 * the same split once by ``-`` (``123-456``, ``G-482913``, ``K7Q-29X``) or by one space
   (``482 913``). Digit-only halves must be 3+3 or 4+4 (so ``555-1234`` is not a code); a
-  space split needs halves of equal length. A dash is kept as written, the space is removed
+  space split needs halves of equal length with a digit in each (``IBAN DE89``, ``ZARA 0123``
+  are a word and a number). A dash is kept as written, the space is removed
   (``482 913`` -> ``482913``).
 
 A candidate counts only when a *keyword* announces it. Keywords are whole words in Latin and
@@ -32,8 +33,10 @@ Cyrillic scripts and substrings in Chinese, Japanese and Korean (written without
 ``您的验证码是123456`` works): code(s), passcode, verification, verify, OTP, one-time, 2FA,
 MFA, PIN, TAN (these two only in capitals), Bestätigungscode and the other German ``...code``
 compounds, Einmalpasswort, vérification, usage unique, código, verificación, verificação, uso
-único, codice, код (кода, коду...), подтверждения, проверочный, одноразовый, コード, 認証コード,
-確認コード, 認証番号, 暗証番号, ワンタイムパスワード, 验证码, 驗證碼, 校验码, 动态码, 确认码,
+único, codice, verifica, verificatie, verificatiecode and the other Dutch ``...code`` compounds
+(bevestigingscode, beveiligingscode, inlogcode, toegangscode ...), код (кода, коду...),
+подтверждения, проверочный, одноразовый, コード, 認証コード, 確認コード,
+認証番号, 暗証番号, ワンタイムパスワード, 验证码, 驗證碼, 校验码, 动态码, 确认码,
 安全码, 一次性密码, 인증번호, 인증 코드, 확인 코드, 보안 코드, 코드, 일회용 비밀번호.
 
 A keyword is ignored when it is qualified as another kind of code: the word before it is promo,
@@ -41,12 +44,23 @@ discount, coupon, voucher, gift, referral, invite, error, status, postal, zip, a
 QR, bar, source, tracking, order, booking, product, tax, sort, bank... (also Gutschein, Rabatt,
 Fehler, クーポン, エラー, バー, 优惠, 邀请, 할인, 쿠폰, 바 ...), or the words after it are "of
 conduct", review, promo, postal, "de réduction", "d'erreur", "de descuento", "de seguimiento",
-"de pedido", ошибки, заказа, скидки ...
+"de pedido", cliente, sconto, fiscale, ordine, ошибки, заказа, скидки ...
 
 The window ("near"), in characters of the URL-stripped text:
 
-* *after*: the first acceptable candidate starting at most 60 characters after the end of the
-  keyword, possibly on a following line (the code in the next table row or paragraph);
+* *after*: the first acceptable candidate starting at most 60 characters (``AFTER_WINDOW``)
+  after the end of the keyword, possibly on a following line (the code in the next table row
+  or paragraph) -- unless it does not directly follow the keyword and a later candidate in the
+  keyword's sentence, at most 140 characters (``COPULA_WINDOW``) after it, directly follows a
+  *copula* (is, ist, lautet, est, es, é, è, zijn, は, 是, ``:``, ``=``...): that one is the code
+  (``passcode for the purchase of EUR 1.234,56 at MEDIAMARKT 0417 BERLIN on 27.11.2026 is
+  739104``, ``Ihr Code für Sony WH-1000XM5 lautet: 730418``). Past the end of the keyword's
+  sentence (``!``/``?`` before a space; ``.`` at a line end or before a space and a capital,
+  not after a one-letter word, so ``Nr. 4455667``, ``Inc. is``, ``B.V. (`` end nothing;
+  ``。！？``) only a candidate shown on a line of its own counts (the code under "Use the code
+  below."; asterisks, quotes, brackets around it and a remark in parentheses after it are
+  fine), not the number of the next sentence (``This code expires in 10 minutes. Reference:
+  88421907``);
 * *before*, only when nothing was found after: the nearest acceptable candidate starting at
   most 50 characters before the keyword, on the same line and in the same sentence
   (``482913 is your Acme code``).
@@ -65,10 +79,19 @@ A candidate is rejected when:
   transaction, card, serial, model, SKU, item, version, build, phone, tel, fax, call, zip,
   postal, room, flight, error, promo, coupon, total, price, a currency code, "ending in"... and
   Bestellnummer, Rechnung, Kundennummer, commande, facture, pedido, factura, заказ, счёт,
-  注文番号, 订单号, 주문번호 ...), possibly followed by number/no./nº/ID and ":" or "is", or
-  they are a qualified code word ("order code:", "código promocional", "code de réduction");
+  注文番号, 订单号, 주문번호 ...; also in Dutch and Italian and more in German, French,
+  Spanish, Portuguese and Japanese: bestelling, ordernummer, factuur, klantnummer, referentie,
+  kenmerk, ordine, fattura, riferimento, spedizione, Bestellnr., Artikelnummer,
+  Vorgangsnummer, Summe, référence, prix, referencia, localizador, protocolo, referência,
+  合計, 金額, 伝票番号, 〒 ...), possibly followed by number/no./nº/n.º/n°/ID/di/van and ":" or
+  "is", or they are a qualified code word ("order code:", "código promocional", "code de
+  réduction"), or a currency symbol stands right before it, spaces apart (``€ 1299``,
+  ``US$ 1500``);
 * it is followed by a unit, a currency or an address (``1234 points``, ``1234 EUR``,
-  ``5000円``, ``2024年``, ``1234 Main Street``);
+  ``5000円``, ``2024年``, ``1200ポイント``, ``4821 Punkte``, ``1400 Uhr``,
+  ``1234 Main Street``);
+* it is one end of a range (``1000–5000``, ``1200〜1500``: an en or em dash or a tilde
+  between it and another number);
 * it belongs to a longer run of numbers (phone numbers such as ``+49 30 1234567``,
   ``0800 123 456``: three or more groups, nine or more digits, or a leading ``+``), or it is a
   postal code in address form (``W1D 3QF``, ``K1A 0B1``, ``CA 94105``, ``D-10115 Berlin``);
@@ -108,10 +131,14 @@ every non-alphanumeric character (``/verify-email?token=`` is verify, ``/verifyx
   confirmer, verificar, confirmar, подтвердить, 認証, 验证, 인증 ...);
 * ``other`` otherwise.
 
+In a URL's path (and the path of a URL nested in its query, as click trackers write them), also
+magic, session(s) and passwordless name ``login`` (``/sessions/magic?token=``); in a host,
+a query or anchor text they name nothing (``magic.example.com``, ``/cart?session=77``).
+
 Precedence: a List-Unsubscribe URL is always ``unsubscribe``. Otherwise the anchor text decides
 first, checking unsubscribe, reset, login, verify in that order ("Sign in to reset your
-password" is reset); only when the anchor text names no kind is the URL examined, in the same
-order.
+password" is reset); only when the anchor text names no kind ("Continue", "Weiter", "続ける",
+"Click here") is the URL examined, in the same order.
 
 ``link``: the kinds named in the subject lead, in the order their words appear (a "Reset your
 password" mail makes its reset link primary even beside a "Log in" link); then verify, login,
@@ -119,8 +146,12 @@ reset, other. The primary link is the first link of the first of these kinds tha
 Unsubscribe links are never primary; ``link`` is None when there is no other link.
 
 Known limitations: codes in lower case or with other separators (``482.913``, ``4 8 2 9 1 3``)
-are not recognised; one keyword announcing several codes ("your backup codes: ...") yields only
-the first; a code with no keyword in its message (and none in the subject) is not found; anchor
+are not recognised; a code in a later sentence of the keyword's line that has no keyword of its
+own ("Here is your code. Enter it now: 482913") is not found, nor one after a capitalised word
+that ends with a period ("for Acme Inc. Store is 4821"); a number after the keyword that nothing
+marks as something else ("your code at ZARA 0123", with no "is ..." after it) is taken for the
+code; one keyword announcing several codes ("your backup codes: ...") yields only the first; a
+code with no keyword in its message (and none in the subject) is not found; anchor
 text ignores CSS (hidden text counts).
 """
 
@@ -564,7 +595,8 @@ _YEAR_MIN, _YEAR_MAX = 1900, 2099
 # line end or before a space and a capital (not "Nr. 4455667", "Inc. is", "B.V. (factuur"), or
 # a CJK full stop. A "." after a one-letter word ("z. B.", "B.V.") ends nothing.
 _STOP_RE = re.compile(
-    r"[!?](?=\s)|[。！？]|(?<=[^\W\d_][^\W\d_])[.](?=[ \t\u00a0]*(?:\n|$)|[ \t\u00a0]+[^\W\d_])"
+    r"[!?](?=\s)|[。！？]"
+    r"|(?<=[^\W\d_][^\W\d_])[.](?:(?=[ \t\u00a0]*(?:\n|$))|[ \t\u00a0]+([^\W\d_]))"
 )
 # Right before a candidate: the word that announces the value ("... is 739104", "lautet:
 # 583920", "è 618 204", "est le 5139 0826", "：４７２９１８").
@@ -1178,21 +1210,17 @@ class _Scanner:
         left, right = _sentence_bounds(text, start, end)
         return not _is_promotional(text[left:right]) and not _mentions_error(text[left:start])
 
-    def _alone_on_line(self, start: int, end: int) -> bool:
-        """Whether the candidate at start:end is all its line holds (a displayed code)."""
+    def _displayed(self, start: int, end: int) -> bool:
+        """Whether the candidate at start:end is shown on a line of its own: nothing but
+        spaces, asterisks, quotes or brackets around it, or a remark in parentheses after it
+        (``482913 (valid for 10 minutes)``)."""
         text = self.text
         lo = max(0, start - 24)
         line_start = text.rfind("\n", lo, start) + 1
-        if line_start == 0 and lo > 0:
+        if (line_start == 0 and lo > 0) or text[line_start:start].strip(_DISPLAY_CHARS):
             return False
-        line_end = text.find("\n", end, end + 24)
-        if line_end < 0:
-            if end + 24 < len(text):
-                return False
-            line_end = len(text)
-        return not (
-            text[line_start:start].strip(_DISPLAY_CHARS) or text[end:line_end].strip(_DISPLAY_CHARS)
-        )
+        rest = text[end : end + 24].lstrip(" \t\u3000*\"'»」】)]")
+        return not rest or rest[0] in "\n(（"
 
     def _follows_copula(self, kw_end: int, start: int) -> bool:
         """Whether the candidate at ``start`` directly follows the keyword ending at ``kw_end``
@@ -1209,15 +1237,19 @@ class _Scanner:
         The first acceptable candidate within ``AFTER_WINDOW`` unless a candidate further on in
         the keyword's sentence (within ``COPULA_WINDOW``) directly follows "is", ":" ... and the
         first one does not ("your code for order 4455667 at store 0412 is 608213"). After the
-        end of the keyword's sentence only a candidate alone on its line counts (the code under
+        end of the keyword's sentence only a candidate shown on its own line counts (the code under
         "Use the code below."), not the number of the next sentence ("This code expires in 10
         minutes. Reference: 88421907").
         """
         text = self.text
         limit = kw_end + _REACH_AFTER
         near = kw_end + AFTER_WINDOW
-        stop_match = _STOP_RE.search(text, kw_end, min(len(text), limit))
-        sentence_end = stop_match.start() if stop_match is not None else len(text)
+        sentence_end = len(text)
+        for stop_match in _STOP_RE.finditer(text, kw_end, min(len(text), limit)):
+            following = stop_match.group(1)  # the letter after ". ", when there is one
+            if following is None or following.isupper():
+                sentence_end = stop_match.start()
+                break
         first: tuple[int, str] | None = None
         pos, stop = kw_end, min(len(text), limit + _CANDIDATE_SPAN)
         while (m := _CANDIDATE_RE.search(text, pos, stop)) is not None and m.start() <= limit:
@@ -1226,7 +1258,7 @@ class _Scanner:
             readings, pos = _readings(m)
             for start, end, value in readings:
                 same_sentence = start < sentence_end
-                if not same_sentence and not self._alone_on_line(start, end):
+                if not same_sentence and not self._displayed(start, end):
                     continue
                 if start > near and not same_sentence:
                     continue
@@ -1237,7 +1269,7 @@ class _Scanner:
                     continue
                 if copula:
                     return start, value
-                if not same_sentence:  # shown alone on its line after the sentence
+                if not same_sentence:  # shown on its own line after the sentence
                     return first or (start, value)
                 if first is None:
                     first = (start, value)

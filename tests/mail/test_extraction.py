@@ -1294,10 +1294,14 @@ def test_copula_window(offset: int, found: bool) -> None:
         ("Este código caduca pronto.\nProtocolo 20261127", []),
         ("Use the code below to sign in.\n\n  482913  \n", ["482913"]),
         ("Use the code below to sign in.\n【482913】\n", ["482913"]),
+        ("Use the code below to sign in.\n482913 (valid for 10 minutes)", ["482913"]),
+        ("Use the code below.\n4455667 Sony WH-1000XM5, 349,00 €", []),
         ("コードをお伝えください。\n４７２９１８", ["472918"]),
         # abbreviations end no sentence
         ("Code für Bestellung Nr. 4455667 ist 4821", ["4821"]),
         ("Je code voor Acme B.V. (factuur 20261127) is 4729", ["4729"]),
+        ("Your code for Acme Inc. is 4821", ["4821"]),
+        ("Your code for Acme Inc. Keep 48213907", []),  # "Inc." before a capital ends it
     ],
 )
 def test_sentence_and_copula(text: str, codes: list[str]) -> None:
