@@ -993,7 +993,7 @@ def _in_number_run(text: str, start: int, end: int, value: str) -> bool:
 
 
 def _in_range(text: str, start: int, end: int) -> bool:
-    """Whether the candidate is one end of a range ("1000–5000", "14:00–1600")."""
+    """Whether the candidate is one end of a range ("1000–5000", "1200〜1500")."""
     if _RANGE_AFTER_RE.match(text, end, end + 3) is not None:
         return True
     return _RANGE_BEFORE_RE.search(text, max(0, start - 3), start) is not None
@@ -1132,8 +1132,8 @@ class _Scanner:
         """Where a keyword that reaches a code can be found, as merged (start, end) spans.
 
         Exact: :meth:`_reaches_code` keeps a keyword at ``s:e`` only if a run of digits or
-        capitals (what every candidate starts with) at ``a:b`` meets ``e : e + AFTER_WINDOW + 1``
-        or ``s - BEFORE_WINDOW : s``; then the keyword meets ``a - AFTER_WINDOW - 1 : b +
+        capitals (what every candidate starts with) at ``a:b`` meets ``e : e + _REACH_AFTER + 1``
+        or ``s - BEFORE_WINDOW : s``; then the keyword meets ``a - _REACH_AFTER - 1 : b +
         BEFORE_WINDOW``, the run's *zone*. In ASCII text no keyword is longer than
         ``_KEYWORD_REACH`` (``tests/mail/test_extraction.py`` checks the patterns), so it lies
         within its zone widened by that on both sides; the regular expressions see the text before
