@@ -259,6 +259,12 @@ SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
 # Who writes the smtpd's batches of mail (mail/smtpd/writer.py): a process of its own next to each
 # smtpd process on PostgreSQL, a thread of the smtpd in embedded mode (SQLite has one writer).
 SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "process")
+# TLS of the SMTP receiver: a PEM certificate (chain) and its key. Set: STARTTLS is offered on
+# SMTP_PORT, and SMTPS_PORT (unset: off) takes implicit TLS. Unset: no STARTTLS, except in
+# embedded mode (manage.py serve), which makes a self-signed pair under var/tls/ at first start.
+SMTP_TLS_CERT = env.str("SMTP_TLS_CERT", default="")
+SMTP_TLS_KEY = env.str("SMTP_TLS_KEY", default="")
+SMTPS_PORT = env.int("SMTPS_PORT", default=None)
 # Concurrent SMTP sessions per client IP address; the next one gets 421 and is closed.
 SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
 # Largest API request body. The biggest documented body (send: text up to 1,000,000 and html up

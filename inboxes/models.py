@@ -186,6 +186,10 @@ class Inbox(models.Model):
     )
     forward_requires_approval = models.BooleanField(default=False, editable=False)
     source = models.CharField(max_length=12, choices=Source.choices, default=Source.API)
+    # Faults the SMTP receiver injects for this inbox (mail.smtpd.faults); read with the inbox
+    # at RCPT, so they travel in the receiver's cache of admitted inboxes.
+    smtp_faults = models.JSONField(default=list, blank=True)
+    injected_faults = models.PositiveIntegerField(default=0, editable=False)
     email_count = models.PositiveIntegerField(default=0, editable=False)
     unread_count = models.PositiveIntegerField(default=0, editable=False)
     last_email_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -111,6 +112,106 @@ class SenderRuleField(serializers.CharField):
         super().__init__(max_length=320, validators=[_validate_sender_rule], **kwargs)
 
 
+SMTP_FAULTS_HELP = (
+    "Faults the SMTP receiver injects for this inbox, to test a sender's retry logic (at most "
+    f"{{max}} rules; `[]` turns them off). At each stage the rules are tried in order and the "
+    "first that fires answers in place of the normal reply: `always`; `probability` (fires with "
+    "that chance); `first` (the first `count` attempts at that stage fault, later ones pass); "
+    "`greylist` (the first attempt of each sender and recipient pair within `window_seconds` "
+    "is deferred, a retry within the window passes). `stage` `rcpt` answers the RCPT TO of "
+    "this inbox's address; `data` answers the message's DATA (when every recipient faulted; "
+    "other recipients still get the message). `delay_ms` holds the reply back (other sessions "
+    "go on). Every injected fault adds one to `injected_faults` and emits `mail.rejected` with "
+    "`injected: true`. Counting (`first`, `greylist`) is shared by every smtpd process."
+)
+MAX_SMTP_FAULTS = 10
+MAX_FAULT_DELAY_MS = 30_000
+MAX_FAULT_COUNT = 10_000
+MAX_FAULT_WINDOW = 86_400
+# 4xx or 5xx, then an enhanced status code of the same class (RFC 3463), then the text.
+_FAULT_REPLY_RE = re.compile(r"([45][0-9][0-9]) ([45])\.([0-9]{1,3})\.([0-9]{1,3}) ([ -~]{1,200})")
+
+
+def _validate_fault_reply(value: str) -> str:
+    match = _FAULT_REPLY_RE.fullmatch(value)
+    if match is None:
+        raise serializers.ValidationError(
+            "Use a 4xx or 5xx code, an enhanced status code and a text, as in "
+            "'451 4.7.1 Try again later' (printable ASCII, one line)."
+        )
+    if match.group(1)[0] != match.group(2):
+        raise serializers.ValidationError(
+            f"The enhanced status code must be of the reply's class ({match.group(1)[0]}.x.x)."
+        )
+    return value
+
+
+class SmtpFaultIn(JsonIn):
+    """One rule of ``smtp_faults``."""
+
+    stage = serializers.ChoiceField(choices=["rcpt", "data"], help_text="Which reply it replaces.")
+    reply = serializers.CharField(
+        max_length=220,
+        trim_whitespace=False,
+        validators=[_validate_fault_reply],
+        help_text="The SMTP reply: a 4xx or 5xx code, an enhanced status code of the same "
+        "class and a text (printable ASCII), e.g. `451 4.7.1 Try again later`.",
+    )
+    mode = serializers.ChoiceField(
+        choices=["always", "probability", "first", "greylist"], required=False, default="always"
+    )
+    probability = serializers.FloatField(
+        min_value=0, max_value=1, required=False, help_text="`probability` mode: the chance."
+    )
+    count = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_FAULT_COUNT,
+        required=False,
+        help_text="`first` mode: how many attempts fault (default 1).",
+    )
+    window_seconds = serializers.IntegerField(
+        min_value=1,
+        max_value=MAX_FAULT_WINDOW,
+        required=False,
+        help_text="`greylist` mode: how long a deferred pair is remembered (default 300).",
+    )
+    delay_ms = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_FAULT_DELAY_MS,
+        required=False,
+        default=0,
+        help_text="Milliseconds to wait before the reply.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        mode = attrs["mode"]
+        wanted = {"probability": "probability", "first": "count", "greylist": "window_seconds"}
+        for name in ("probability", "count", "window_seconds"):
+            if name in attrs and wanted.get(mode) != name:
+                raise serializers.ValidationError({name: f"Not used by mode '{mode}'."})
+        if mode == "probability" and "probability" not in attrs:
+            raise serializers.ValidationError({"probability": "Required by mode 'probability'."})
+        rule = {"stage": attrs["stage"], "reply": attrs["reply"], "mode": mode}
+        if mode == "probability":
+            rule["probability"] = attrs["probability"]
+        elif mode == "first":
+            rule["count"] = attrs.get("count", 1)
+        elif mode == "greylist":
+            rule["window_seconds"] = attrs.get("window_seconds", 300)
+        rule["delay_ms"] = attrs.get("delay_ms", 0)
+        return rule
+
+
+class SmtpFaultOut(serializers.Serializer):
+    stage = serializers.ChoiceField(choices=["rcpt", "data"])
+    reply = serializers.CharField()
+    mode = serializers.ChoiceField(choices=["always", "probability", "first", "greylist"])
+    probability = serializers.FloatField(required=False)
+    count = serializers.IntegerField(required=False)
+    window_seconds = serializers.IntegerField(required=False)
+    delay_ms = serializers.IntegerField()
+
+
 class _InboxFieldsIn(JsonIn):
     name = serializers.CharField(
         max_length=200,
@@ -139,6 +240,12 @@ class _InboxFieldsIn(JsonIn):
     block_senders = serializers.ListField(child=SenderRuleField(), max_length=500, required=False)
     forward_to = serializers.EmailField(
         max_length=320, allow_null=True, required=False, help_text=FORWARD_TO_HELP
+    )
+    smtp_faults = serializers.ListField(
+        child=SmtpFaultIn(),
+        max_length=MAX_SMTP_FAULTS,
+        required=False,
+        help_text=SMTP_FAULTS_HELP.format(max=MAX_SMTP_FAULTS),
     )
 
 
@@ -198,6 +305,10 @@ class InboxOut(serializers.Serializer):
     allow_senders = serializers.ListField(child=serializers.CharField())
     block_senders = serializers.ListField(child=serializers.CharField())
     forward_to = serializers.CharField(allow_null=True, help_text=FORWARD_TO_HELP)
+    smtp_faults = SmtpFaultOut(many=True, help_text=SMTP_FAULTS_HELP.format(max=MAX_SMTP_FAULTS))
+    injected_faults = serializers.IntegerField(
+        help_text="Faults the SMTP receiver has injected for this inbox (see `smtp_faults`)."
+    )
     email_count = serializers.IntegerField()
     unread_count = serializers.IntegerField()
     last_email_at = serializers.DateTimeField(allow_null=True)

@@ -26,6 +26,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from config.api.timestamps import iso
@@ -111,6 +112,23 @@ def note_oversized(rcpt_tos: Sequence[str], mail_from: str) -> None:
             seen.add(inbox.pk)
             with transaction.atomic():
                 _emit_rejected(inbox, mail_from.lower(), TOO_LARGE)
+
+
+def note_injected_fault(
+    inbox_id: str, mail_from: str, *, code: int, reason: str, stage: str, mode: str
+) -> None:
+    """Records a fault the SMTP receiver injected (the inbox's ``smtp_faults``): ``injected_faults``
+    + 1 and ``mail.rejected`` with ``injected: true``, in one transaction."""
+    with transaction.atomic():
+        inbox = Inbox.objects.unscoped().filter(pk=inbox_id).first()
+        if inbox is None:  # deleted since RCPT
+            return
+        Inbox.objects.unscoped().filter(pk=inbox_id).update(
+            injected_faults=F("injected_faults") + 1
+        )
+        change = _rejected(inbox, mail_from.lower(), Refusal(code, "", reason))
+        change.data.update({"injected": True, "stage": stage, "mode": mode})
+        events.emit_many([change])
 
 
 def _address_dicts(addresses: Sequence[Address]) -> list[dict[str, str]]:

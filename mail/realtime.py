@@ -184,13 +184,16 @@ def stream_payload(event_type: str, inbox_id: str, data: dict[str, Any], at: int
         }
     if event_type == events.EMAIL_DELETED:
         return {"type": event_type, "inboxId": inbox_id, "emailId": email.get("id"), "at": at}
-    return {
+    rejected = {
         "type": event_type,
         "inboxId": inbox_id,
         "from": data.get("from", ""),
         "reason": data.get("reason", ""),
         "at": at,
     }
+    if data.get("injected"):  # a fault the inbox's smtp_faults asked for
+        rejected.update(injected=True, code=data.get("code"), stage=data.get("stage"))
+    return rejected
 
 
 def _frame(event_id: int, event_type: str, payload: dict) -> bytes:

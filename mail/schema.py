@@ -39,7 +39,9 @@ STREAM_EVENT = {
             "type": "string",
             "contentMediaType": "application/json",
             "description": "A JSON object with camelCase keys: type, inboxId, at (Unix ms), and "
-            "per event emailId, from, subject, code, labels, read, starred, reason.",
+            "per event emailId, from, subject, code, labels, read, starred, reason. "
+            "`mail.rejected` of a fault the inbox's `smtp_faults` injected also has "
+            "`injected: true`, `code` (the SMTP reply code) and `stage` (`rcpt` or `data`).",
         },
     },
 }

@@ -14,7 +14,10 @@ The SMTP front door (``mail.smtp``) builds its server on :class:`AdaptedSMTP`, a
   the envelope reset after DATA (``_set_post_data_state``), and bytes read past the end of data
   given back to the front of the stream's buffer (asyncio's ``StreamReader._buffer``), where
   aiosmtpd reads the pipelined commands that follow;
-- **the MAIL and RCPT path parser** (``_getaddr``) as :meth:`AdaptedSMTP.parse_path`.
+- **the MAIL and RCPT path parser** (``_getaddr``) as :meth:`AdaptedSMTP.parse_path`;
+- **STARTTLS under way**: aiosmtpd's STARTTLS keeps the plain transport (``_original_transport``)
+  and calls ``connection_made`` a second time with the TLS transport; :attr:`AdaptedSMTP.
+  tls_started` tells that second call from a new connection.
 
 It was written against aiosmtpd 1.4 (the pin in ``pyproject.toml``) and CPython 3.11's asyncio;
 ``tests/mail/test_aiosmtpd_adapter.py`` checks every internal named above and fails naming the
@@ -84,6 +87,14 @@ class AdaptedSMTP(SMTP):
         """``(address, the rest)`` of a MAIL or RCPT argument, ``(None, None)`` if malformed:
         aiosmtpd's parser, for subclasses to override."""
         return super()._getaddr(arg)
+
+    # -- STARTTLS ------------------------------------------------------------------------------
+
+    @property
+    def tls_started(self) -> bool:
+        """The session issued STARTTLS (``connection_made`` is then called again, with the TLS
+        transport, for the same connection)."""
+        return self._original_transport is not None
 
     # -- what a DATA command of its own needs --------------------------------------------------
 

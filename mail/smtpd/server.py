@@ -18,6 +18,10 @@
   for ``SMTP_IDLE_TIMEOUT`` seconds is closed; a client IP with ``SMTP_MAX_CONNECTIONS_PER_IP``
   open sessions gets ``421`` for the next one.
 - The listening socket uses ``SO_REUSEPORT`` so several ``smtpd`` processes can share one port.
+- TLS (``mail.smtpd.tls``): with a context, STARTTLS is offered on the SMTP port, and a second
+  port may take implicit TLS (``SMTPS_PORT``); a handshake that fails closes that connection only.
+- Faults on demand (``mail.smtpd.faults``): an admitted inbox's ``smtp_faults`` rules may answer
+  its RCPT or the DATA in place of the normal reply.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import asyncio
 import functools
 import logging
 import re
+import ssl
 import time
 from collections import Counter
 from typing import Any
@@ -38,6 +43,7 @@ from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
 from mail.smtpd.aiosmtpd_adapter import AdaptedSMTP, SessionTemplate
+from mail.smtpd.faults import Fault, Faults, hold
 from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
 logger = logging.getLogger(__name__)
@@ -169,6 +175,25 @@ class Handler:
         self.admitted = AdmittedInboxes()
         self.connections: Counter[str] = Counter()  # open sessions per client IP address
         self.protocol_state = SessionTemplate()  # every session after the first is set up from it
+        self.implicit_tls_state = SessionTemplate()  # the same for sessions of the SMTPS port
+        self.faults = Faults()
+
+    async def _inject(self, fault: Fault, inbox_id: str, mail_from: str) -> str:
+        """Records an injected fault, waits its delay, and gives its reply."""
+        try:
+            await _run(
+                pipeline.note_injected_fault,
+                inbox_id,
+                mail_from,
+                code=fault.code,
+                reason=fault.reason,
+                stage=fault.stage,
+                mode=fault.mode,
+            )
+        except Exception:
+            logger.exception("could not record an injected fault for %s", inbox_id)
+        await hold(fault)
+        return fault.reply
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -188,6 +213,22 @@ class Handler:
                 return refusal.smtp_reply
             if inbox is not None:
                 self.admitted.put(address, inbox)
+        if inbox is not None and inbox.smtp_faults:
+            mail_from = envelope.mail_from or ""
+            try:
+                fault = await self.faults.check(
+                    inbox.pk, inbox.smtp_faults, "rcpt", mail_from, address
+                )
+            except Exception:
+                logger.exception("fault rules of %s could not be checked", inbox.pk)
+                fault = None
+            if fault is not None:
+                return await self._inject(fault, inbox.pk, mail_from)
+            if any(rule.get("stage") == "data" for rule in inbox.smtp_faults):
+                faulty = getattr(envelope, "faulty", None)
+                if faulty is None:
+                    faulty = envelope.faulty = {}
+                faulty[address] = (inbox.pk, inbox.smtp_faults)
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
         if inbox is not None:  # DATA reuses it rather than looking the address up again
@@ -197,11 +238,43 @@ class Handler:
             admitted[address] = inbox.pk
         return "250 2.1.5 OK"
 
+    async def _data_faults(self, envelope: Envelope) -> tuple[list[str], str | None]:
+        """The recipients left after the DATA-stage faults of their inboxes, and the reply of the
+        first fault (each inbox's rules are tried once per message)."""
+        faulty: dict[str, tuple[str, list[dict[str, Any]]]] = getattr(envelope, "faulty", {})
+        mail_from = envelope.mail_from or ""
+        decided: dict[str, Fault | None] = {}
+        replies: list[str] = []
+        kept = []
+        for address in envelope.rcpt_tos:
+            if address not in faulty:
+                kept.append(address)
+                continue
+            inbox_id, rules = faulty[address]
+            if inbox_id not in decided:
+                try:
+                    fault = await self.faults.check(inbox_id, rules, "data", mail_from, address)
+                except Exception:
+                    logger.exception("fault rules of %s could not be checked", inbox_id)
+                    fault = None
+                decided[inbox_id] = fault
+                if fault is not None:
+                    replies.append(await self._inject(fault, inbox_id, mail_from))
+            if decided[inbox_id] is None:
+                kept.append(address)
+        return kept, (replies[0] if replies else None)
+
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        rcpt_tos = list(envelope.rcpt_tos)
+        if getattr(envelope, "faulty", None):
+            rcpt_tos, reply = await self._data_faults(envelope)
+            if not rcpt_tos:
+                assert reply is not None
+                return reply
         incoming = pipeline.Incoming(
             raw=envelope.original_content or b"",
             mail_from=envelope.mail_from or "",
-            rcpt_tos=list(envelope.rcpt_tos),
+            rcpt_tos=rcpt_tos,
             admitted=getattr(envelope, "admitted", None),
         )
         if self.digest_in_session and len(incoming.raw) <= DIGEST_IN_SESSION_BYTES:
@@ -375,20 +448,24 @@ class PigeonholeSMTP(AdaptedSMTP):
             return None, None
         return address, arg[simple.end() :]
 
-    def __init__(self, handler: Handler, **kwargs: Any) -> None:
-        # aiosmtpd's set-up runs for the handler's first session only; every session reads
-        # from a stream that remembers the raw command line.
+    def __init__(self, handler: Handler, *, implicit_tls: bool = False, **kwargs: Any) -> None:
+        # aiosmtpd's set-up runs for the handler's first session only (per port kind); every
+        # session reads from a stream that remembers the raw command line.
         super().__init__(
             handler,
-            template=handler.protocol_state,
+            template=handler.implicit_tls_state if implicit_tls else handler.protocol_state,
             reader=lambda loop: _CommandReader(limit=COMMAND_LINE_LIMIT, loop=loop),
             **kwargs,
         )
         self.connections = handler.connections
         self.client_ip: str | None = None
         self.refused = False
+        self.implicit_tls = implicit_tls
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self.tls_started:  # the same connection, now over TLS: already counted
+            super().connection_made(transport)
+            return
         peer = transport.get_extra_info("peername")
         ip = peer[0] if isinstance(peer, tuple) and peer else None
         if ip is not None and self.connections[ip] >= settings.SMTP_MAX_CONNECTIONS_PER_IP:
@@ -414,7 +491,8 @@ class PigeonholeSMTP(AdaptedSMTP):
     def eof_received(self) -> bool | None:
         if self.refused:
             return False
-        return super().eof_received()
+        keep_open = super().eof_received()
+        return False if self.implicit_tls else keep_open  # True has no effect over TLS
 
     smtp_MAIL = _no_control_characters(SMTP.smtp_MAIL)
     smtp_RCPT = _no_control_characters(SMTP.smtp_RCPT)
@@ -467,23 +545,69 @@ class PigeonholeSMTP(AdaptedSMTP):
         await super().push(status)
 
 
-def make_protocol(handler: Handler) -> PigeonholeSMTP:
+def make_protocol(
+    handler: Handler, tls: ssl.SSLContext | None = None, *, implicit_tls: bool = False
+) -> PigeonholeSMTP:
+    """A session; ``tls`` offers STARTTLS (never on the implicit-TLS port, which is TLS already)."""
     return PigeonholeSMTP(
         handler,
+        implicit_tls=implicit_tls,
         data_size_limit=settings.MAX_MESSAGE_BYTES,
         enable_SMTPUTF8=True,
         decode_data=False,
         hostname=settings.SMTP_HOSTNAME,
         ident="Pigeonhole ESMTP",
         timeout=settings.SMTP_IDLE_TIMEOUT,
+        tls_context=None if implicit_tls else tls,
     )
 
 
-async def start_server(host: str, port: int, writer: BatchWriter | None = None) -> asyncio.Server:
-    """Listens on ``host:port`` (SO_REUSEPORT) in the running event loop; batches of mail are
-    written by ``writer`` (a thread of this process unless given: ``mail.smtpd.writer``)."""
+# A client that opens the implicit-TLS port and never finishes the handshake holds a socket
+# this long at most (asyncio's default is 60 s).
+TLS_HANDSHAKE_TIMEOUT = 15.0
+
+
+async def start_servers(
+    host: str,
+    port: int,
+    writer: BatchWriter | None = None,
+    *,
+    tls: ssl.SSLContext | None = None,
+    smtps_port: int | None = None,
+) -> list[asyncio.Server]:
+    """Listens on ``host:port`` (SO_REUSEPORT) in the running event loop, with STARTTLS when
+    ``tls`` is given, and with implicit TLS on ``smtps_port`` too when that is given (it needs
+    ``tls``); batches of mail are written by ``writer`` (a thread of this process unless given:
+    ``mail.smtpd.writer``), one for both ports."""
+    if smtps_port is not None and tls is None:
+        raise ValueError("An implicit-TLS port needs a certificate (SMTP_TLS_CERT, SMTP_TLS_KEY).")
     loop = asyncio.get_running_loop()
     handler = Handler(writer or ThreadWriter())
-    return await loop.create_server(
-        lambda: make_protocol(handler), host=host, port=port, reuse_port=True
-    )
+    servers = [
+        await loop.create_server(
+            lambda: make_protocol(handler, tls), host=host, port=port, reuse_port=True
+        )
+    ]
+    if smtps_port is not None:
+        try:
+            servers.append(
+                await loop.create_server(
+                    lambda: make_protocol(handler, tls, implicit_tls=True),
+                    host=host,
+                    port=smtps_port,
+                    reuse_port=True,
+                    ssl=tls,
+                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT,
+                )
+            )
+        except OSError:
+            servers[0].close()
+            raise
+    return servers
+
+
+async def start_server(
+    host: str, port: int, writer: BatchWriter | None = None, *, tls: ssl.SSLContext | None = None
+) -> asyncio.Server:
+    """The SMTP port alone (see :func:`start_servers`)."""
+    return (await start_servers(host, port, writer, tls=tls))[0]

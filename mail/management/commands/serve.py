@@ -70,14 +70,22 @@ class Command(BaseCommand):
             f"{settings.SMTP_PORT}).",
         )
 
+        parser.add_argument(
+            "--smtps-port",
+            type=int,
+            default=settings.SMTPS_PORT,
+            help="Port for implicit TLS (SMTPS) (default: the SMTPS_PORT setting; unset: none).",
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
         # A port in use used to end in daphne's CRITICAL line and exit status 0 (HTTP), or in
         # a banner over an SMTP receiver that never listened (SMTP): refuse with what to do.
         for what, host, port, flag, variable in (
             ("HTTP", options["host"], options["port"], "--port", "PORT"),
             ("SMTP", options["smtp_host"], options["smtp_port"], "--smtp-port", "SMTP_PORT"),
+            ("SMTPS", options["smtp_host"], options["smtps_port"], "--smtps-port", "SMTPS_PORT"),
         ):
-            if port_taken(host, port):
+            if port is not None and port_taken(host, port):
                 raise CommandError(
                     f"The {what} port {host}:{port} is in use (another make run or manage.py "
                     f"serve?). Stop that process, or choose another port: {flag} {port + 1}, "
@@ -90,7 +98,14 @@ class Command(BaseCommand):
         from config.asgi import application
         from config.celery import app
         from config.web import RedactingServer
-        from mail.smtpd.server import start_server
+        from mail.smtpd.server import start_servers
+        from mail.smtpd.tls import TlsSetupError, embedded_context
+
+        # STARTTLS always works here: the configured certificate, else a self-signed one.
+        try:
+            tls, fingerprint = embedded_context()
+        except TlsSetupError as error:
+            raise CommandError(str(error)) from None
 
         # The apps' tasks modules are imported by a Celery worker at start-up, not by the app:
         # without this every schedule entry's task is unknown here (and no periodic job ran).
@@ -107,7 +122,12 @@ class Command(BaseCommand):
         def ready() -> None:
             async def start_smtp() -> None:
                 try:
-                    await start_server(options["smtp_host"], options["smtp_port"])
+                    await start_servers(
+                        options["smtp_host"],
+                        options["smtp_port"],
+                        tls=tls,
+                        smtps_port=options["smtps_port"],
+                    )
                 except OSError as error:  # taken since the check above: stop, say why
                     failed.append(f"SMTP on {options['smtp_host']}:{options['smtp_port']}: {error}")
                     reactor.stop()
@@ -120,9 +140,11 @@ class Command(BaseCommand):
 
         def banner() -> None:
             base = f"http://{options['host']}:{options['port']}"
+            smtps = f", implicit TLS on :{options['smtps_port']}" if options["smtps_port"] else ""
             self.stdout.write(
                 f"Pigeonhole: {base}/  smtp://{options['smtp_host']}:{options['smtp_port']}  "
                 "(Ctrl-C stops everything)\n"
+                f"  SMTP TLS   STARTTLS{smtps}; certificate SHA-256 {fingerprint}\n"
                 f"  dashboard  {base}/login/\n"
                 f"  admin      {base}/admin/  (staff accounts: bootstrap --superuser, "
                 "createsuperuser)\n"

@@ -1,17 +1,24 @@
-"""``manage.py smtpd``: the SMTP receiver as its own process (Procfile ``smtp``)."""
+"""``manage.py smtpd``: the SMTP receiver as its own process (Procfile ``smtp``).
+
+Every process loads ``SMTP_TLS_CERT`` and ``SMTP_TLS_KEY`` itself at start (several processes
+share the port with ``SO_REUSEPORT``, and any of them may take a connection); one that cannot
+load them exits with the reason rather than serve without TLS.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import signal
+import ssl
 import sys
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mail.smtpd.server import start_server
+from mail.smtpd.server import start_servers
+from mail.smtpd.tls import TlsSetupError, configured_context
 from mail.smtpd.writer import writer_for
 
 # How long a thread may hold the GIL while another waits for it (CPython's default: 5 ms). The
@@ -48,21 +55,44 @@ class Command(BaseCommand):
             f"SMTP_PORT setting, {settings.SMTP_PORT}).",
         )
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        tune_interpreter()
-        asyncio.run(self._serve(options["host"], options["port"]))
+        parser.add_argument(
+            "--smtps-port",
+            type=int,
+            default=settings.SMTPS_PORT,
+            help="Port for implicit TLS (SMTPS), needs SMTP_TLS_CERT and SMTP_TLS_KEY (default: "
+            "the SMTPS_PORT setting; unset: no such port).",
+        )
 
-    async def _serve(self, host: str, port: int) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            tls = configured_context()
+        except TlsSetupError as error:
+            raise CommandError(str(error)) from None
+        if options["smtps_port"] is not None and tls is None:
+            raise CommandError("SMTPS_PORT needs SMTP_TLS_CERT and SMTP_TLS_KEY.")
+        tune_interpreter()
+        asyncio.run(self._serve(options["host"], options["port"], tls, options["smtps_port"]))
+
+    async def _serve(
+        self, host: str, port: int, tls: ssl.SSLContext | None, smtps_port: int | None
+    ) -> None:
         writer = writer_for(settings.SMTP_WRITER)
         await writer.start()  # the writer process is ready before the port opens
-        server = await start_server(host, port, writer)
+        servers = await start_servers(host, port, writer, tls=tls, smtps_port=smtps_port)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        self.stdout.write(f"smtpd listening on {host}:{port}", ending="\n")
+        listening = f"smtpd listening on {host}:{port}"
+        if tls is not None:
+            listening += " (STARTTLS)"
+        if smtps_port is not None:
+            listening += f" and {host}:{smtps_port} (implicit TLS)"
+        self.stdout.write(listening, ending="\n")
         self.stdout.flush()
         await stop.wait()
-        server.close()
-        await server.wait_closed()
+        for server in servers:
+            server.close()
+        for server in servers:
+            await server.wait_closed()
         await writer.close()  # after the batches it holds are written and answered
