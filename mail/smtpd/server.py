@@ -35,7 +35,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session, syntax
+from aiosmtpd.smtp import MISSING, SMTP, Envelope, Session, TLSSetupException, syntax
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
@@ -493,6 +493,12 @@ class PigeonholeSMTP(AdaptedSMTP):
             return False
         keep_open = super().eof_received()
         return False if self.implicit_tls else keep_open  # True has no effect over TLS
+
+    async def handle_exception(self, error: Exception) -> str:
+        if isinstance(error, TLSSetupException):  # the client's failure: one line, no traceback
+            logger.info("TLS handshake failed from %s: %r", self.client_ip, error.__cause__)
+            return "454 4.7.0 TLS not available due to temporary reason"
+        return await super().handle_exception(error)
 
     smtp_MAIL = _no_control_characters(SMTP.smtp_MAIL)
     smtp_RCPT = _no_control_characters(SMTP.smtp_RCPT)
