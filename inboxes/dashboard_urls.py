@@ -10,6 +10,7 @@ urlpatterns = [
     path("inboxes/", views.inbox_list, name="inbox_list"),
     path("inboxes/new/", views.inbox_create, name="inbox_create"),
     path("inboxes/<str:inbox_id>/lifetime/", views.inbox_lifetime, name="inbox_lifetime"),
+    path("inboxes/<str:inbox_id>/smtp-faults/", views.inbox_smtp_faults, name="inbox_smtp_faults"),
     path("inboxes/<str:inbox_id>/delete/", views.inbox_delete, name="inbox_delete"),
     path("domains/", views.domain_list, name="domain_list"),
     path("domains/add/", views.domain_add, name="domain_add"),

@@ -6,6 +6,8 @@ accepted or refused in the dashboard exactly as by ``POST /inboxes``.
 
 from __future__ import annotations
 
+import json
+
 import re
 from typing import Any
 
@@ -15,7 +17,7 @@ from apikeys.models import Workspace
 from config.api.errors import flatten_issues
 from inboxes.models import Overflow
 from inboxes.selectors import domain_list
-from inboxes.serializers import InboxCreateIn
+from inboxes.serializers import InboxCreateIn, InboxUpdateIn
 from inboxes.services import MAX_TTL_MINUTES
 
 LIFETIMES = [
@@ -190,3 +192,27 @@ class DomainAddForm(forms.Form):
 
 class DomainCatchAllForm(forms.Form):
     catch_all = forms.BooleanField(required=False)
+
+
+class InboxFaultsForm(forms.Form):
+    """The inbox's ``smtp_faults`` as JSON, checked by the API's own serializer (same rules, same
+    paths in the messages)."""
+
+    smtp_faults = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
+        label="Rules (JSON)",
+    )
+
+    def clean_smtp_faults(self) -> list[dict[str, Any]]:
+        text = self.cleaned_data["smtp_faults"].strip() or "[]"
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            raise forms.ValidationError(f"Not JSON: {error}.") from None
+        body = InboxUpdateIn(data={"smtp_faults": value})
+        if not body.is_valid():
+            raise forms.ValidationError(
+                [f"{issue['path']}: {issue['message']}" for issue in flatten_issues(body.errors)]
+            )
+        return list(body.validated_data["smtp_faults"])

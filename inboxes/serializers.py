@@ -114,7 +114,7 @@ class SenderRuleField(serializers.CharField):
 
 SMTP_FAULTS_HELP = (
     "Faults the SMTP receiver injects for this inbox, to test a sender's retry logic (at most "
-    f"{{max}} rules; `[]` turns them off). At each stage the rules are tried in order and the "
+    "{max} rules; `[]` turns them off). At each stage the rules are tried in order and the "
     "first that fires answers in place of the normal reply: `always`; `probability` (fires with "
     "that chance); `first` (the first `count` attempts at that stage fault, later ones pass); "
     "`greylist` (the first attempt of each sender and recipient pair within `window_seconds` "

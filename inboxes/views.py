@@ -25,6 +25,7 @@ from inboxes.forms import (
     DomainAddForm,
     DomainCatchAllForm,
     InboxCreateForm,
+    InboxFaultsForm,
     InboxLifetimeForm,
     InboxSearchForm,
 )
@@ -138,6 +139,28 @@ def inbox_lifetime(request: HttpRequest, inbox_id: str) -> HttpResponse:
     except ApiError as error:
         messages.error(request, error.message)
     return redirect(back)
+
+
+@require_POST
+@member_required()
+def inbox_smtp_faults(request: HttpRequest, inbox_id: str) -> HttpResponse:
+    """Replaces the inbox's SMTP fault rules (``smtp_faults``, as PATCH /inboxes/{id} does)."""
+    if not may(request, "write"):
+        return refuse(request, "change inboxes")
+    inbox = inbox_or_404(request, inbox_id)
+    form = InboxFaultsForm(request.POST)
+    if not form.is_valid():
+        for error in form.errors.get("smtp_faults", []):
+            messages.error(request, f"SMTP faults not saved: {error}")
+    else:
+        services.inbox_update(inbox=inbox, smtp_faults=form.cleaned_data["smtp_faults"])
+        rules = len(form.cleaned_data["smtp_faults"])
+        messages.success(
+            request,
+            f"{inbox.address}: {rules} SMTP fault rule{'s' if rules != 1 else ''} "
+            "(the receiver applies changes within seconds).",
+        )
+    return redirect(reverse("inbox_detail", args=[inbox.pk]) + "#smtp-faults")
 
 
 @require_POST

@@ -10,6 +10,8 @@ scripts.
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -96,6 +98,7 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
         "can_write": may(request, "write"),
         "lifetime_form": InboxLifetimeForm(),
         "lifetimes": LIFETIMES,
+        "smtp_faults_json": json.dumps(inbox.smtp_faults, indent=2) if inbox.smtp_faults else "",
         "allow_permanent": request.membership.workspace.allow_permanent_inboxes,  # type: ignore[attr-defined]
         "stream_url": f"/api/v1/inboxes/{inbox.pk}/stream",
         "stream_events": STREAM_EVENTS,

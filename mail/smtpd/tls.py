@@ -37,7 +37,9 @@ def server_context(cert: str | Path, key: str | Path) -> ssl.SSLContext:
     try:
         context.load_cert_chain(str(cert), str(key))
     except (OSError, ssl.SSLError) as error:
-        raise TlsSetupError(f"Cannot load SMTP_TLS_CERT {cert} / SMTP_TLS_KEY {key}: {error}")
+        raise TlsSetupError(
+            f"Cannot load SMTP_TLS_CERT {cert} / SMTP_TLS_KEY {key}: {error}"
+        ) from None
     return context
 
 

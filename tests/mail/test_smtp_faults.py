@@ -88,7 +88,10 @@ def test_faults_are_set_on_create_and_patch_and_shown(api: Api) -> None:
             "smtp_faults.1.mode",
         ),
         (
-            [{"stage": "rcpt", "reply": RETRY}, {"stage": "data", "reply": RETRY, "mode": "probability"}],
+            [
+                {"stage": "rcpt", "reply": RETRY},
+                {"stage": "data", "reply": RETRY, "mode": "probability"},
+            ],
             "smtp_faults.1.probability",
         ),
         (
@@ -150,9 +153,7 @@ def test_always_at_rcpt_gives_the_configured_reply(smtp_server: SmtpServer, api:
     inbox = _create(api, "always", [{"stage": "rcpt", "reply": "421 4.3.2 Closing for tests"}])
     with pytest.raises(smtplib.SMTPRecipientsRefused) as refused:
         _send(smtp_server.port, inbox["address"])
-    assert refused.value.recipients == {
-        inbox["address"]: (421, b"4.3.2 Closing for tests")
-    }
+    assert refused.value.recipients == {inbox["address"]: (421, b"4.3.2 Closing for tests")}
     assert _count(inbox["id"]) == 1
     [event] = _injected(inbox["id"])
     assert event["injected"] is True and event["code"] == 421 and event["stage"] == "rcpt"
@@ -238,9 +239,7 @@ def test_greylist_defers_the_first_attempt_of_each_pair(smtp_server: SmtpServer,
     assert _count(inbox["id"]) == 2
 
 
-def test_a_delayed_fault_does_not_hold_up_other_sessions(
-    smtp_server: SmtpServer, api: Api
-) -> None:
+def test_a_delayed_fault_does_not_hold_up_other_sessions(smtp_server: SmtpServer, api: Api) -> None:
     slow = _create(api, "slow", [{"stage": "rcpt", "reply": RETRY, "delay_ms": 3000}])
     fast = _create(api, "fast", [])
     order: list[str] = []
@@ -283,7 +282,9 @@ def two_receivers(transactional_db: None) -> Any:
 
 @pytest.mark.live
 def test_first_and_greylist_count_across_smtpd_processes(two_receivers: int, api: Api) -> None:
-    first = _create(api, "first-shared", [{"stage": "rcpt", "reply": RETRY, "mode": "first", "count": 3}])
+    first = _create(
+        api, "first-shared", [{"stage": "rcpt", "reply": RETRY, "mode": "first", "count": 3}]
+    )
     grey = _create(api, "grey-shared", [{"stage": "data", "reply": RETRY, "mode": "greylist"}])
     refused = 0
     for attempt in range(8):  # new connections: spread over the processes by the kernel
@@ -300,3 +301,43 @@ def test_first_and_greylist_count_across_smtpd_processes(two_receivers: int, api
         _send(two_receivers, grey["address"], mail_from=sender)  # the retry passes anywhere
     assert Email.objects.filter(inbox_id=grey["id"]).count() == 6
     assert _count(first["id"]) == 3 and _count(grey["id"]) == 6
+
+
+# --- the dashboard -------------------------------------------------------------------------------
+
+
+def test_the_dashboard_inbox_page_shows_and_edits_faults(
+    api: Api, workspace: Workspace, other_workspace: Workspace
+) -> None:
+    from django.test import Client
+
+    from tests.factories import MembershipFactory
+
+    inbox = _create(api, "dash", [{"stage": "rcpt", "reply": RETRY, "mode": "first", "count": 2}])
+    Inbox.objects.unscoped().filter(pk=inbox["id"]).update(injected_faults=7)
+    client = Client()
+    client.force_login(MembershipFactory(workspace=workspace, role="member").user)
+    page = client.get(f"/inboxes/{inbox['id']}/").content.decode()
+    assert "SMTP faults" in page and '<strong class="injected-faults">7</strong>' in page
+    assert "451 4.7.1 Try again later</span>, first (2 attempts)" in page
+    url = f"/inboxes/{inbox['id']}/smtp-faults/"
+    rules = '[{"stage": "data", "reply": "552 5.2.2 Full for tests", "delay_ms": 10}]'
+    response = client.post(url, {"smtp_faults": rules}, follow=True)
+    assert response.status_code == 200
+    assert Inbox.objects.unscoped().get(pk=inbox["id"]).smtp_faults == [
+        {"stage": "data", "reply": "552 5.2.2 Full for tests", "mode": "always", "delay_ms": 10}
+    ]
+    assert "552 5.2.2 Full for tests</span>, always, after 10 ms" in response.content.decode()
+    bad = client.post(url, {"smtp_faults": '[{"stage": "rcpt", "reply": "hello"}]'}, follow=True)
+    assert "smtp_faults.0.reply: Use a 4xx or 5xx code" in bad.content.decode()
+    broken = client.post(url, {"smtp_faults": "[{"}, follow=True)
+    assert "Not JSON" in broken.content.decode()
+    assert Inbox.objects.unscoped().get(pk=inbox["id"]).smtp_faults[0]["stage"] == "data"
+    outsider = Client()
+    outsider.force_login(MembershipFactory(workspace=other_workspace, role="owner").user)
+    assert outsider.post(url, {"smtp_faults": "[]"}).status_code == 404
+    assert outsider.get(f"/inboxes/{inbox['id']}/").status_code == 404
+    assert len(Inbox.objects.unscoped().get(pk=inbox["id"]).smtp_faults) == 1
+    cleared = client.post(url, {"smtp_faults": ""}, follow=True)
+    assert Inbox.objects.unscoped().get(pk=inbox["id"]).smtp_faults == []
+    assert "No faults: mail is answered normally." in cleared.content.decode()

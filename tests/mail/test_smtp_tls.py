@@ -46,9 +46,7 @@ class TlsSmtpServer:
     def _run(self, ready: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
         self.servers = self.loop.run_until_complete(
-            start_servers(
-                "127.0.0.1", 0, tls=self.context, smtps_port=0 if self.smtps else None
-            )
+            start_servers("127.0.0.1", 0, tls=self.context, smtps_port=0 if self.smtps else None)
         )
         self.port = self.servers[0].sockets[0].getsockname()[1]
         self.smtps_port = self.servers[1].sockets[0].getsockname()[1] if self.smtps else None
@@ -157,9 +155,11 @@ def test_old_protocol_versions_are_refused(
         context.set_ciphers("ALL:@SECLEVEL=0")
     except (ValueError, ssl.SSLError) as error:
         pytest.fail(f"this OpenSSL cannot offer {version.name} to check the refusal: {error}")
-    with socket.create_connection(("127.0.0.1", tls_server.smtps_port), timeout=10) as raw:
-        with pytest.raises((ssl.SSLError, ConnectionResetError)):
-            context.wrap_socket(raw, server_hostname="localhost")
+    with (
+        socket.create_connection(("127.0.0.1", tls_server.smtps_port), timeout=10) as raw,
+        pytest.raises((ssl.SSLError, ConnectionResetError)),
+    ):
+        context.wrap_socket(raw, server_hostname="localhost")
 
 
 def test_tls_1_2_gets_only_forward_secret_aead_ciphers(
@@ -249,16 +249,18 @@ def test_a_certificate_that_cannot_be_loaded_stops_smtpd(tmp_path: Path) -> None
         with pytest.raises(Exception, match="Cannot load SMTP_TLS_CERT"):
             smtpd_command.Command().handle(host="127.0.0.1", port=free_port(), smtps_port=None)
     cert, _ = make_certificate(tmp_path / "half")
-    with override_settings(SMTP_TLS_CERT=str(cert), SMTP_TLS_KEY=""):
-        with pytest.raises(tls.TlsSetupError, match="both"):
-            tls.configured_context()
+    with (
+        override_settings(SMTP_TLS_CERT=str(cert), SMTP_TLS_KEY=""),
+        pytest.raises(tls.TlsSetupError, match="both"),
+    ):
+        tls.configured_context()
 
 
 def test_embedded_mode_makes_a_self_signed_certificate_once(
     transactional_db: None, tmp_path: Path, inbox: Inbox
 ) -> None:
     with override_settings(VAR_DIR=tmp_path, SMTP_TLS_CERT="", SMTP_TLS_KEY=""):
-        context, fingerprint = tls.embedded_context()
+        _, fingerprint = tls.embedded_context()
         cert = tmp_path / "tls" / "smtp.crt"
         assert cert.exists() and (tmp_path / "tls" / "smtp.key").stat().st_mode & 0o077 == 0
         again, fingerprint_again = tls.embedded_context()  # the second start keeps it
