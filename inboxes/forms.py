@@ -7,7 +7,6 @@ accepted or refused in the dashboard exactly as by ``POST /inboxes``.
 from __future__ import annotations
 
 import json
-
 import re
 from typing import Any
 

@@ -35,6 +35,8 @@ RECORD_FIELDS = {
     "allow_senders",
     "block_senders",
     "forward_to",
+    "smtp_faults",
+    "injected_faults",
     "email_count",
     "unread_count",
     "last_email_at",

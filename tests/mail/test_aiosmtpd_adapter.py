@@ -174,3 +174,21 @@ def test_sessions_of_a_template_get_the_callers_stream_and_their_own_methods() -
         assert second._getaddr("<a@example.com>") == ("a@example.com", "")
 
     asyncio.run(run())
+
+
+def test_starttls_keeps_the_plain_transport_and_connects_again() -> None:
+    """``AdaptedSMTP.tls_started``: STARTTLS sets ``_original_transport`` before the handshake,
+    and ``connection_made`` is called again with the TLS transport (the per-IP count of
+    ``mail.smtpd.server`` must not count that call)."""
+    starttls = inspect.getsource(SMTP.smtp_STARTTLS)
+    assert "self._original_transport = self.transport" in starttls, (
+        f"{AIOSMTPD}: STARTTLS no longer keeps the plain transport as _original_transport"
+    )
+    made = inspect.getsource(SMTP.connection_made)
+    assert "seen_starttls = (self._original_transport is not None)" in made, (
+        f"{AIOSMTPD}: connection_made no longer tells a STARTTLS hand-over by _original_transport"
+    )
+    assert "class TLSSetupException" in inspect.getsource(aiosmtpd.smtp), (
+        f"{AIOSMTPD}: a failed STARTTLS handshake is no longer a TLSSetupException"
+    )
+    assert AdaptedSMTP.tls_started.fget is not None
