@@ -10,6 +10,10 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
 - ``bare-insert``: the same + one PostgreSQL INSERT per message;
 - ``ours-1`` / ``ours-2``: one and two ``manage.py smtpd`` processes on one port (SO_REUSEPORT)
   with the full pipeline (parse, extract, rules, store, event) into a benchmark database;
+- ``ours-1-starttls``: one ``manage.py smtpd`` with a certificate (``SMTP_TLS_CERT``, made for the
+  run), every message sent after ``STARTTLS`` (a new TLS session per connection, as an MTA
+  without session resumption does); realistic 4 KB only, side by side with ``ours-1``'s
+  plaintext figure (the load generator's own TLS work runs on the same machine);
 - ``maildev`` (``--maildev``): MailDev from the npm registry, installed under ``var/`` on demand.
 
 Per target and kind: messages/s (median of ``--repeat`` runs), latency p50/p99 from the end of
@@ -26,14 +30,17 @@ import json
 import os
 import random
 import shutil
+import ssl
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
+from pathlib import Path
 
 from tests.benchmarks import database
 from tests.benchmarks.clients import HOST, _reply
@@ -138,13 +145,22 @@ KINDS: dict[str, Callable[[str, int], bytes]] = {
 # --- load --------------------------------------------------------------------------------------
 
 
-async def _transaction(port: int, rcpt: str, message: bytes) -> float:
-    """One message on a new connection; returns the seconds from the end of DATA to the 250."""
+async def _transaction(
+    port: int, rcpt: str, message: bytes, tls: ssl.SSLContext | None = None
+) -> float:
+    """One message on a new connection (after STARTTLS with ``tls``); returns the seconds from
+    the end of DATA to the 250."""
     reader, writer = await asyncio.open_connection(HOST, port)
     try:
         await _reply(reader, 220)
         writer.write(b"EHLO load.example\r\n")
         await _reply(reader, 250)
+        if tls is not None:
+            writer.write(b"STARTTLS\r\n")
+            await _reply(reader, 220)
+            await writer.start_tls(tls, server_hostname="localhost")
+            writer.write(b"EHLO load.example\r\n")
+            await _reply(reader, 250)
         writer.write(f"MAIL FROM:<{SENDER}>\r\nRCPT TO:<{rcpt}>\r\nDATA\r\n".encode())
         await _reply(reader, 250)
         await _reply(reader, 250)
@@ -162,7 +178,9 @@ async def _transaction(port: int, rcpt: str, message: bytes) -> float:
         writer.close()
 
 
-async def load(port: int, messages: list[tuple[str, bytes]], clients: int) -> dict:
+async def load(
+    port: int, messages: list[tuple[str, bytes]], clients: int, tls: ssl.SSLContext | None = None
+) -> dict:
     queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
     for item in messages:
         queue.put_nowait(item)
@@ -173,7 +191,7 @@ async def load(port: int, messages: list[tuple[str, bytes]], clients: int) -> di
         while not queue.empty():
             rcpt, raw = queue.get_nowait()
             try:
-                latencies.append(await _transaction(port, rcpt, raw))
+                latencies.append(await _transaction(port, rcpt, raw, tls))
             except Exception as exc:  # counted, never hidden
                 errors.append(f"{type(exc).__name__}: {exc}"[:200])
 
@@ -202,6 +220,8 @@ class Target:
     port: int
     procs: list[Process] = field(default_factory=list)
     recipients: list[str] = field(default_factory=lambda: ["anyone@bench.example"])
+    tls: ssl.SSLContext | None = None  # the client's context: every message after STARTTLS
+    kinds: tuple[str, ...] = tuple(KINDS)
 
     @property
     def pids(self) -> list[int]:
@@ -242,6 +262,25 @@ def _ours(count: int, env: dict[str, str], recipients: list[str]) -> Target:
     argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
     return Target(
         f"ours-{count}", port, [Process(argv, port, env) for _ in range(count)], recipients
+    )
+
+
+def _ours_starttls(env: dict[str, str], recipients: list[str], directory: Path) -> Target:
+    """``ours-1`` with a certificate, every message sent over STARTTLS."""
+    from mail.smtpd.tls import self_signed
+
+    cert, key = self_signed(directory, "localhost")
+    tls_env = {**env, "SMTP_TLS_CERT": str(cert), "SMTP_TLS_KEY": str(key)}
+    client = ssl.create_default_context(cafile=str(cert))
+    port = free_port()
+    argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
+    return Target(
+        "ours-1-starttls",
+        port,
+        [Process(argv, port, tls_env)],
+        recipients,
+        tls=client,
+        kinds=("realistic 4 KB",),
     )
 
 
@@ -291,11 +330,11 @@ def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> 
             (rcpt := random.choice(target.recipients), make(rcpt, run * 1_000_000 + i))
             for i in range(warmup + count)
         ]
-        asyncio.run(load(target.port, batch[:warmup], CLIENTS))
+        asyncio.run(load(target.port, batch[:warmup], CLIENTS, target.tls))
         cpu_before = sum(cpu_seconds(pid) for pid in target.pids)
         postgres_before = postgres_cpu_seconds(database.BENCH_DB)
         harness_before = time.process_time()
-        result = asyncio.run(load(target.port, batch[warmup:], CLIENTS))
+        result = asyncio.run(load(target.port, batch[warmup:], CLIENTS, target.tls))
         used = sum(cpu_seconds(pid) for pid in target.pids) - cpu_before
         result["server_cpu_ms_per_msg"] = round(1000 * used / max(1, result["ok"]), 3)
         # The backends of the benchmark database (the targets' connections live for the run).
@@ -342,6 +381,11 @@ def verdicts(results: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, b
             rows.append((kind, "ours-1 ÷ MailDev", "not measured", None))
         if ours1 and ours2:
             rows.append((kind, "ours-2 ÷ ours-1", f"{ours2 / ours1:.2f}×", ours2 >= 1.3 * ours1))
+        starttls = rate("ours-1-starttls")
+        if starttls and ours1:
+            rows.append(
+                (kind, "ours-1-starttls ÷ ours-1 (plaintext)", f"{starttls / ours1:.0%}", None)
+            )
         if kind == "realistic 4 KB" and ours2:
             rows.append((kind, "ours-2 (stretch ≥ 900/s)", f"{ours2:.0f}/s", ours2 >= 900))
     return rows
@@ -394,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"database {database.BENCH_DB}: drop, create, migrate")
     database.recreate(base_url)
     results: dict[str, dict[str, dict]] = {}
+    scratch = tempfile.mkdtemp(prefix="pgh-bench-tls-")
     try:
         database.migrate(env)
         database.setup_django(bench_url, redis_url, env["RATE_LIMIT_PER_MINUTE"])
@@ -404,6 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda: _reference("insert", env, bench_url),
             lambda: _ours(1, env, recipients),
             lambda: _ours(2, env, recipients),
+            lambda: _ours_starttls(env, recipients, Path(scratch)),
         ]
         if args.maildev:
             plans.append(lambda: _maildev(env))
@@ -417,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             target.start()
             try:
                 results[target.name] = {}
-                for kind in KINDS:
+                for kind in target.kinds:
                     size = count if "64" not in kind else max(100, count // 3)
                     busy = machine_busy_pct(1.0)
                     results[target.name][kind] = measure(target, kind, size, repeat, warmup=30)
@@ -435,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
 
         connections.close_all()
         database.drop(base_url)
+        shutil.rmtree(scratch, ignore_errors=True)
     meta = {
         "date": time.strftime("%Y-%m-%d"),
         "count": count,
