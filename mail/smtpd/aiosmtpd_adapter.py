@@ -17,7 +17,8 @@ The SMTP front door (``mail.smtp``) builds its server on :class:`AdaptedSMTP`, a
 - **the MAIL and RCPT path parser** (``_getaddr``) as :meth:`AdaptedSMTP.parse_path`;
 - **STARTTLS under way**: aiosmtpd's STARTTLS keeps the plain transport (``_original_transport``)
   and calls ``connection_made`` a second time with the TLS transport; :attr:`AdaptedSMTP.
-  tls_started` tells that second call from a new connection.
+  tls_started` tells that second call from a new connection, and :meth:`AdaptedSMTP.release_tls`
+  lets go of both once the connection is lost.
 
 It was written against aiosmtpd 1.4 (the pin in ``pyproject.toml``) and CPython 3.11's asyncio;
 ``tests/mail/test_aiosmtpd_adapter.py`` checks every internal named above and fails naming the
@@ -89,6 +90,15 @@ class AdaptedSMTP(SMTP):
         return super()._getaddr(arg)
 
     # -- STARTTLS ------------------------------------------------------------------------------
+
+    def release_tls(self) -> None:
+        """Drops the session's TLS objects once the connection is gone. A session is a cycle
+        (its command table holds methods bound to it); after STARTTLS it lives long enough to
+        reach the collector's oldest generation, which is rarely collected, and it kept its TLS
+        connection's OpenSSL buffers until then: a busy receiver's memory grew with every
+        STARTTLS session (figures in the commit that added this)."""
+        self._tls_protocol = None
+        self._original_transport = None
 
     @property
     def tls_started(self) -> bool:

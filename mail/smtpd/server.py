@@ -487,6 +487,7 @@ class PigeonholeSMTP(AdaptedSMTP):
                 del self.connections[self.client_ip]
             self.client_ip = None
         super().connection_lost(error)
+        self.release_tls()
 
     def eof_received(self) -> bool | None:
         if self.refused:

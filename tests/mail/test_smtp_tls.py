@@ -13,6 +13,7 @@ import ssl
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -360,3 +361,35 @@ def test_every_smtpd_process_sharing_the_port_serves_tls(
         first.stop()
         second.stop()
     assert _subjects(inbox) == sorted([f"s{i}" for i in range(16)] + [f"i{i}" for i in range(16)])
+
+
+def test_a_finished_starttls_session_lets_go_of_its_tls_objects(
+    tls_server: TlsSmtpServer, certificate: tuple[Path, Path]
+) -> None:
+    """Ended sessions linger until the collector's oldest generation runs; their OpenSSL state
+    must not linger with them (it made a busy smtpd's memory grow with every STARTTLS)."""
+    import gc
+    import weakref
+
+    from mail.smtpd.server import PigeonholeSMTP
+
+    cert, _ = certificate
+    gc.disable()  # as in a long-lived smtpd, where old sessions wait for a rare full collection
+    try:
+        with smtplib.SMTP("localhost", tls_server.port, timeout=30) as smtp:
+            smtp.starttls(context=trusting(cert))
+            smtp.noop()
+            sessions = [
+                o for o in gc.get_objects() if isinstance(o, PigeonholeSMTP) and o.tls_started
+            ]
+            assert len(sessions) == 1
+            session = weakref.ref(sessions[0])
+            tls_protocol = weakref.ref(sessions[0]._tls_protocol)
+            del sessions
+        deadline = time.monotonic() + 30  # until the server has seen the connection end
+        while tls_protocol() is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert tls_protocol() is None  # freed by reference counting, no collection needed
+        assert session() is not None  # the session itself waits for the collector
+    finally:
+        gc.enable()
