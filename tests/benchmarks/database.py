@@ -19,8 +19,7 @@ from psycopg import sql
 
 from tests.live import ROOT
 
-# BENCH_DB names another database when two benchmark runs share one PostgreSQL server.
-BENCH_DB = os.environ.get("BENCH_DB", "pigeonhole_bench")
+BENCH_DB = "pigeonhole_bench"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/pigeonhole"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
