@@ -45,35 +45,29 @@ def _with_labels(queryset: QuerySet[Email]) -> QuerySet[Email]:
     )
 
 
-# The first characters of a body the full-text index covers (the 0005 migration's BODY_CHARS).
-BODY_CHARS = 100_000
-
-
 class BodyMatches(Func):
     """True where the text body has the words of ``words`` (in that order when ``phrase``),
-    through the full-text index of the 0005 migration: on PostgreSQL the GIN index over
-    ``to_tsvector('simple', left(text, 100000))`` (the expression here is the index's, so the
-    planner uses it); on SQLite the FTS5 table ``mail_email_fts``. A single word is
+    through the full-text index of the 0005 migration: on PostgreSQL the generated column
+    ``body_tsv`` (``to_tsvector('simple', left(text, 100000))``, not a model field) and its
+    GIN index; on SQLite the FTS5 table ``mail_email_fts``. A single word is
     ``plainto_tsquery`` (no recheck of the row), a phrase ``phraseto_tsquery``."""
 
     output_field = BooleanField()
 
     def __init__(self, words: str, *, phrase: bool) -> None:
-        super().__init__(F("text"), F("id"))
+        super().__init__(F("id"))
         self.words = words
         self.phrase = phrase
 
     def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
-        text, params = compiler.compile(self.source_expressions[0])
+        pk, params = compiler.compile(self.source_expressions[0])
+        # The row's body_tsv, under whatever alias the query gives the table.
+        column = pk.rsplit(".", 1)[0] + '."body_tsv"' if "." in pk else '"body_tsv"'
         function = "phraseto_tsquery" if self.phrase else "plainto_tsquery"
-        sql = (
-            f"to_tsvector('simple'::regconfig, left({text}, {BODY_CHARS})) "
-            f"@@ {function}('simple'::regconfig, %s)"
-        )
-        return sql, [*params, self.words]
+        return f"{column} @@ {function}('simple'::regconfig, %s)", [*params, self.words]
 
     def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
-        pk, params = compiler.compile(self.source_expressions[1])
+        pk, params = compiler.compile(self.source_expressions[0])
         # One FTS5 phrase (the words in order), quoted as FTS5 quotes strings: never syntax.
         phrase = '"' + self.words.replace('"', '""') + '"'
         sql = f"{pk} IN (SELECT email_id FROM mail_email_fts WHERE mail_email_fts MATCH %s)"
