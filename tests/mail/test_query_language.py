@@ -278,6 +278,7 @@ def test_no_patterns_reach_the_database(api: Api, mail: dict[str, str]) -> None:
     assert found(api, "subject:_rder") == set()
     assert found(api, "from:%") == set()
     assert found(api, '"(a+)+$"') == set()
+    assert found(api, '*** "%" \\') == set()  # no word for the full-text index either
 
 
 def test_the_index_follows_deletes_and_new_mail(
