@@ -378,7 +378,13 @@ async def get_verification_code(
 async def search_emails(
     ctx: Context,
     q: Annotated[
-        str | None, Field(description="Case-insensitive: sender, subject or preview.")
+        str | None,
+        Field(
+            description='The search language of GET /emails `q`: words and "phrases" '
+            "(sender, subject, whole text body), from:, to:, subject:, label:, inbox:, "
+            "header:Name=value, has:attachment|code|link, is:read|unread|starred, "
+            "before:/after: a date; '-' negates a term; all terms ANDed."
+        ),
     ] = None,
     inbox: Annotated[str | None, Field(description="Inbox id or address; omit: all.")] = None,
     label: Annotated[str | None, Field(description="A label key.")] = None,

@@ -19,7 +19,8 @@ from psycopg import sql
 
 from tests.live import ROOT
 
-BENCH_DB = "pigeonhole_bench"
+# BENCH_DATABASE names another one, so that two checkouts on one server do not drop each other's.
+BENCH_DB = os.environ.get("BENCH_DATABASE") or "pigeonhole_bench"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/pigeonhole"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
