@@ -15,7 +15,8 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from apikeys import services
-from apikeys.models import ApiKey, Invitation, Membership, Workspace
+from apikeys.audit import actor_of
+from apikeys.models import ApiKey, AuditEntry, Invitation, Membership, Workspace
 
 
 class MembershipInline(admin.TabularInline):
@@ -94,7 +95,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = 0
         for key in queryset.filter(revoked_at__isnull=True):
-            services.api_key_revoke(key=key)
+            services.api_key_revoke(key=key, by=actor_of(request))
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
 
@@ -136,3 +137,31 @@ class InvitationAdmin(admin.ModelAdmin):
             revoked_at=timezone.now()
         )
         self.message_user(request, f"Withdrew {count} invitation(s).", messages.SUCCESS)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only: the log is append-only (``apikeys.audit``); only its retention sweep deletes."""
+
+    list_display = [
+        "created_at",
+        "workspace",
+        "action",
+        "actor_type",
+        "actor_name",
+        "target_name",
+        "ip",
+    ]
+    list_filter = ["action", "actor_type"]
+    search_fields = ["actor_name", "actor_id", "target_name", "target_id", "ip"]
+    date_hierarchy = "created_at"
+    ordering = ["-id"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -15,6 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import ApiKey, Invitation, Membership, Workspace
 from events.models import Event
 from inboxes import services as inbox_services
@@ -50,14 +51,20 @@ def world(db: None) -> World:
     found = World()
     workspace = key_services.workspace_get_or_create(name="Admin Test Co")
     person = key_services.user_get_or_create(email="admin-person@example.com", password="pw-1-long")
-    membership = key_services.membership_set(workspace=workspace, user=person, role="owner")
-    created = key_services.api_key_create(workspace=workspace, name="admin-test-key")
+    membership = key_services.membership_set(
+        workspace=workspace, user=person, role="owner", by=Actor.system("tests")
+    )
+    created = key_services.api_key_create(
+        workspace=workspace, name="admin-test-key", by=Actor.system("tests")
+    )
     found.plain_key = created.plain
     invited = key_services.invitation_create(
-        actor=membership, email="admin-invitee@example.com", role="member"
+        actor=membership, email="admin-invitee@example.com", role="member", by=Actor.system("tests")
     )
     found.invitation_link = invited.plain
-    domain = inbox_services.domain_add(workspace=workspace, domain="admin-test.example")
+    domain = inbox_services.domain_add(
+        workspace=workspace, domain="admin-test.example", by=Actor.system("tests")
+    )
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="admintest")
     endpoint, found.secret = webhook_services.endpoint_create(
         workspace=workspace,
@@ -65,6 +72,7 @@ def world(db: None) -> World:
         events=["email.received"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     label = Label.objects.create(
         workspace=workspace,

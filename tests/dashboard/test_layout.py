@@ -17,6 +17,7 @@ from django.template.loader import render_to_string
 from playwright.sync_api import expect
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Membership, Role
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
@@ -147,11 +148,18 @@ def full(team: Team, stack: Stack) -> Full:
         expires_in_days=30,
         require_approval=True,
         created_by=team.owner,
+        by=Actor.system("tests"),
     )
     sender_key = key_services.api_key_create(
-        workspace=ws, name="Outbound agent", scopes=("send",), require_approval=True
+        workspace=ws,
+        name="Outbound agent",
+        scopes=("send",),
+        require_approval=True,
+        by=Actor.system("tests"),
     )
-    key_services.api_key_create(workspace=ws, name="Reader", scopes=("read",))
+    key_services.api_key_create(
+        workspace=ws, name="Reader", scopes=("read",), by=Actor.system("tests")
+    )
     label_services.label_create(
         workspace=ws,
         key="invoices",
@@ -160,6 +168,7 @@ def full(team: Team, stack: Stack) -> Full:
             "match": "any",
             "conditions": [{"field": "subject", "op": "contains", "value": "x"}],
         },
+        by=Actor.system("tests"),
     )
     endpoint, _ = webhook_services.endpoint_create(
         workspace=ws,
@@ -167,10 +176,15 @@ def full(team: Team, stack: Stack) -> Full:
         events=["email.received", "email.labeled", "inbox.expired"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     webhook_services.send_test(endpoint=endpoint)
-    inbox_services.domain_add(workspace=ws, domain="mail.acme-corporation-example.test")
-    key_services.invitation_create(actor=owner, email="newcomer@acme.test", role=Role.MEMBER)
+    inbox_services.domain_add(
+        workspace=ws, domain="mail.acme-corporation-example.test", by=Actor.system("tests")
+    )
+    key_services.invitation_create(
+        actor=owner, email="newcomer@acme.test", role=Role.MEMBER, by=Actor.system("tests")
+    )
     with stack.client(sender_key.plain) as api:
         response = api.post(
             f"inboxes/{permanent.pk}/send",

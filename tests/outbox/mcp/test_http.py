@@ -9,6 +9,7 @@ import asyncio
 import httpx
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.live import Stack
@@ -37,7 +38,10 @@ def mcp_url(stack: Stack) -> str:
 
 def key_of(workspace: Workspace, *scopes: str, **kwargs: object) -> str:
     return key_services.api_key_create(
-        workspace=workspace, name="agent", scopes=list(scopes), **kwargs
+        workspace=workspace,
+        name="agent",
+        scopes=list(scopes),
+        **{"by": Actor.system("tests"), **kwargs},
     ).plain
 
 
