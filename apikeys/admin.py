@@ -156,6 +156,20 @@ class AuditEntryAdmin(admin.ModelAdmin):
     search_fields = ["actor_name", "actor_id", "target_name", "target_id", "ip"]
     date_hierarchy = "created_at"
     ordering = ["-id"]
+    fields = readonly_fields = [
+        "id",
+        "created_at",
+        "workspace",
+        "actor_type",
+        "actor_id",
+        "actor_name",
+        "action",
+        "target_type",
+        "target_id",
+        "target_name",
+        "changes",
+        "ip",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from apikeys import services as key_services
 from apikeys.audit import Actor
-from apikeys.models import ApiKey, Invitation, Membership, Workspace
+from apikeys.models import ApiKey, AuditEntry, Invitation, Membership, Workspace
 from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Domain, Inbox
@@ -135,6 +135,10 @@ def world(db: None) -> World:
         Endpoint: (endpoint, "hooks.example.com/admin-test"),
         Delivery: (delivery, delivery.pk),
         Attempt: (attempt, "admin-test-error"),
+        AuditEntry: (
+            AuditEntry.objects.get(workspace=workspace, action="key.created"),
+            "admin-test-key",
+        ),
     }
     return found
 
