@@ -143,12 +143,14 @@ def _plain(value: Any) -> Any:
 
 
 def url_origin(url: str) -> str:
-    """``scheme://host[:port]`` of a webhook URL (its path and query may be its credential)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}" if parts.scheme else host
+    """``scheme://host[:port]`` of a webhook URL (its path and query may be its credential),
+    without any user information; whatever the URL's shape, never more of it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{host}" if parts.scheme else ""
 
 
 def _allowed(target_type: str, changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -87,6 +87,8 @@ SPEC_SCOPES: dict[tuple[str, str], str] = {
     ("POST", "/domains/{}/verify"): "admin",
     ("GET", "/stats"): "read",
     ("GET", "/me"): "read",
+    # Not in the spec: issue 30's audit log, admin-only like /keys.
+    ("GET", "/audit"): "admin",
 }
 # Spec, Authentication 5 and decisions.md: only an owner's or admin's dashboard session decides.
 SESSION_ONLY = {("POST", "/outbox/{}/decision")}
