@@ -525,6 +525,22 @@ def workspace_settings_update(request: HttpRequest) -> HttpResponse:
 _AUDIT_PAGE = 50
 
 
+def _shown(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _change_rows(changes: dict) -> list[dict[str, object]]:
+    """An entry's changes as the page shows them: each value as JSON, strings as they are."""
+    return [
+        {
+            "field": field,
+            "before": _shown(change["before"]) if "before" in change else None,
+            "after": _shown(change["after"]) if "after" in change else None,
+        }
+        for field, change in changes.items()
+    ]
+
+
 @member_required(roles=MANAGER_ROLES)
 def audit_log(request: HttpRequest) -> HttpResponse:
     """The workspace's audit log, newest first, filtered by action and actor like GET /audit
@@ -548,7 +564,7 @@ def audit_log(request: HttpRequest) -> HttpResponse:
         else ""
     )
     context = {
-        "entries": entries,
+        "entries": [(entry, _change_rows(entry.changes)) for entry in entries],
         "action": action,
         "actor": actor,
         "actions": sorted(audit.ACTIONS),

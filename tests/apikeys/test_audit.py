@@ -721,6 +721,9 @@ def test_owners_and_admins_read_the_page_members_do_not(world: World) -> None:
     assert page.status_code == 200
     assert "label.created" in page.content.decode()
     assert 'href="/audit/"' in page.content.decode()  # in the navigation
+    _run(world, key_revoked)
+    filtered = world.web.get("/audit/", {"action": "key.revoked"}).content.decode()
+    assert "key.revoked" in filtered and "<code>label.created</code>" not in filtered
     member = _colleague(world, "reader@audit.test")
     reader = Client()
     reader.force_login(member.user)

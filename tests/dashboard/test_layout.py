@@ -233,6 +233,7 @@ def _pages(full: Full) -> dict[str, str]:
         "outgoing": "/approvals/outgoing/",
         "members": "/members/",
         "settings": "/settings/",
+        "audit": "/audit/",
         "inbox-new": "/inboxes/new/",
         "password": "/password/",
     }
@@ -311,7 +312,7 @@ def test_phone_header_is_one_compact_row_with_a_menu(page, full: Full) -> None:
     ("email", "shown"),
     [("owner@acme.test", True), ("admin@acme.test", True), ("member@acme.test", False)],
 )
-def test_navigation_names_domains_and_members_for_the_roles_that_manage_them(
+def test_navigation_names_domains_members_and_audit_log_for_the_roles_that_manage_them(
     page, team: Team, email: str, shown: bool
 ) -> None:
     login(page, email)
@@ -321,7 +322,11 @@ def test_navigation_names_domains_and_members_for_the_roles_that_manage_them(
         page.goto("/")
         if label == "phone":
             page.get_by_role("button", name="Menu").click()
-        for name, heading in (("Domains", "Domains"), ("Members", "Members of Acme")):
+        for name, heading in (
+            ("Domains", "Domains"),
+            ("Members", "Members of Acme"),
+            ("Audit log", "Audit log of Acme"),
+        ):
             link = nav.get_by_role("link", name=name, exact=True)
             if not shown:
                 expect(link).to_have_count(0)
