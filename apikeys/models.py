@@ -59,8 +59,11 @@ class Workspace(models.Model):
         null=True, blank=True, help_text="Cap on inboxes; empty means unlimited."
     )
     classifier_enabled = models.BooleanField(default=True)
+    # db_default too: rows written by code that predates the field (a rolling deploy, an older
+    # migration's historical model) get it from the database.
     audit_retention_days = models.PositiveIntegerField(
         default=365,
+        db_default=365,
         validators=[MinValueValidator(1), MaxValueValidator(3650)],
         help_text="Audit log entries older than this many days are deleted by a periodic sweep.",
     )
