@@ -17,6 +17,7 @@ from django.utils import timezone
 from apikeys import services
 from apikeys.audit import actor_of
 from apikeys.models import ApiKey, AuditEntry, Invitation, Membership, Workspace
+from config.admin import ReadOnlyAdmin
 
 
 class MembershipInline(admin.TabularInline):
@@ -140,7 +141,7 @@ class InvitationAdmin(admin.ModelAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """Read-only: the log is append-only (``apikeys.audit``); only its retention sweep deletes."""
 
     list_display = [
@@ -170,12 +171,3 @@ class AuditEntryAdmin(admin.ModelAdmin):
         "changes",
         "ip",
     ]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
