@@ -21,6 +21,8 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
+from apikeys.audit import Actor
+
 if TYPE_CHECKING:
     from apikeys.models import Workspace
     from inboxes.models import Domain
@@ -108,7 +110,9 @@ def verified_domain(workspace: Workspace, name: str, *, catch_all: bool = False)
     from inboxes import services
 
     assert RUNNING is not None, "the dns_server fixture of tests/conftest.py is not running"
-    row = services.domain_add(workspace=workspace, domain=name, catch_all=catch_all)
+    row = services.domain_add(
+        workspace=workspace, domain=name, catch_all=catch_all, by=Actor.system("tests")
+    )
     RUNNING.publish(row.record_name, row.record_value)
     row = services.domain_check(domain=row)
     assert row.verified, row.last_check_detail

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from config.api.parsers import MAX_DEPTH, TooDeep, loads, nests_deeper_than
 from labels.models import Label
@@ -37,7 +38,9 @@ def stack(django_db_setup: None, django_db_blocker) -> Iterator[Stack]:  # type:
 
 @pytest.fixture
 def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterator[httpx.Client]:
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as client:
         client.timeout = httpx.Timeout(60, connect=5)
         yield client

@@ -14,6 +14,7 @@ import pytest
 
 from apikeys import services as key_services
 from apikeys import throttling
+from apikeys.audit import Actor
 from apikeys.gate import principal_for_key
 from apikeys.models import Workspace
 from config.api.errors import RateLimited
@@ -34,7 +35,9 @@ def test_a_caller_cancelled_while_its_slot_is_taken_gives_it_back(
     workspace: Workspace, settings
 ) -> None:  # type: ignore[no-untyped-def]
     settings.MAX_OPEN_STREAMS_PER_KEY = 1
-    plain = key_services.api_key_create(workspace=workspace, name="k", scopes=["read"]).plain
+    plain = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["read"], by=Actor.system("tests")
+    ).plain
     principal = principal_for_key(plain)
     cancelled = threading.Event()
 
@@ -62,7 +65,9 @@ def test_a_settled_call_that_is_not_cancelled_keeps_its_slot(
     workspace: Workspace, settings
 ) -> None:  # type: ignore[no-untyped-def]
     settings.MAX_OPEN_STREAMS_PER_KEY = 1
-    plain = key_services.api_key_create(workspace=workspace, name="k", scopes=["read"]).plain
+    plain = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["read"], by=Actor.system("tests")
+    ).plain
     principal = principal_for_key(plain)
 
     async def run() -> throttling.Lease:

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.live import Stack
@@ -35,7 +36,9 @@ def test_a_client_that_leaves_mid_wait_frees_its_slot(
     one_slot_stack: Stack, transactional_db: None, workspace: Workspace, progress: bool
 ) -> None:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="leaver")
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["read"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["read"], by=Actor.system("tests")
+    ).plain
     url = one_slot_stack.base_url + "/mcp"
     arguments = {"inbox": inbox.pk, "timeout": 1}
 
