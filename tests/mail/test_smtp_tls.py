@@ -379,17 +379,20 @@ def test_a_finished_starttls_session_lets_go_of_its_tls_objects(
         with smtplib.SMTP("localhost", tls_server.port, timeout=30) as smtp:
             smtp.starttls(context=trusting(cert))
             smtp.noop()
-            sessions = [
-                o for o in gc.get_objects() if isinstance(o, PigeonholeSMTP) and o.tls_started
+            client = smtp.sock.getsockname()
+            [session] = [
+                o
+                for o in gc.get_objects()
+                if isinstance(o, PigeonholeSMTP)
+                and o.session is not None
+                and tuple(o.session.peer or ())[:2] == client[:2]
             ]
-            assert len(sessions) == 1
-            session = weakref.ref(sessions[0])
-            tls_protocol = weakref.ref(sessions[0]._tls_protocol)
-            del sessions
+            assert session.tls_started
+            tls_protocol = weakref.ref(session._tls_protocol)
+            del session
         deadline = time.monotonic() + 30  # until the server has seen the connection end
         while tls_protocol() is not None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert tls_protocol() is None  # freed by reference counting, no collection needed
-        assert session() is not None  # the session itself waits for the collector
     finally:
         gc.enable()
