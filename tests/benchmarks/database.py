@@ -19,7 +19,9 @@ from psycopg import sql
 
 from tests.live import ROOT
 
-BENCH_DB = "pigeonhole_bench"
+# Overridable (BENCH_DB=...) so two checkouts can benchmark on one server without dropping each
+# other's database.
+BENCH_DB = os.environ.get("BENCH_DB", "pigeonhole_bench")
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/pigeonhole"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
