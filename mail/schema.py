@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.api.schema import error_responses, link
+from mail.serializers import LinkOut
 
 INBOX_ID = {
     "in": "path",
@@ -118,7 +119,7 @@ WAIT_FILTERS = [
     ),
     _query(
         "link_kind",
-        {"enum": ["verify", "login", "reset", "unsubscribe", "other"]},
+        {"enum": list(LinkOut().fields["kind"].choices)},
         "Only mail with a link of this kind (with `has_link=false`: a validation_error).",
     ),
     _query(

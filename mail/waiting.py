@@ -515,8 +515,8 @@ async def wait_for_emails(
             email_id = ((message.get("data") or {}).get("email") or {}).get("id")
             if not email_id or email_id in progress.matched:
                 continue
-            if email_id in progress.rejected and message["event"] == events.EMAIL_RECEIVED:
-                continue  # judged already (by the first read): nothing about it changed
+            if email_id in progress.rejected and not query.get("label"):
+                continue  # judged already (by the first read), and what counts cannot change
             email = await _woken_candidate(message, workspace, email_id, query)
             if email is None:
                 continue  # deleted meanwhile

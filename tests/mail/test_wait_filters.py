@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -298,3 +299,29 @@ def test_wait_refusals(stack: Stack, setup: tuple[Inbox, str], other_workspace: 
         assert response.json()["error"]["issues"][0]["path"] == "count"  # the workspace wait's
         response = client.get("emails/wait", params={"inbox": "nobody@pigeonhole.test"})
         assert response.status_code == 404
+
+
+def test_lost_wake_ups_reach_the_workspace_wait_from_the_log(
+    stack: Stack, setup: tuple[Inbox, str], settings: Any
+) -> None:
+    """Mail whose wake-ups nobody hears (published under another channel-layer prefix, as if the
+    web process was cut off from Redis then) still releases a parked ``/emails/wait``: the web
+    process's sweep reads the log for the workspace's group as for an inbox's."""
+    from mail.pipeline import receive_one
+
+    inbox, key = setup
+    if settings.REDIS_URL:  # embedded: this process's in-memory layer is unheard by the server
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "config.layers.PubSubLayer",
+                "CONFIG": {"hosts": [settings.REDIS_URL], "prefix": "nobody-listens"},
+            }
+        }
+    waiter = parked(stack, key, "emails/wait", {"to": tagged(inbox, "lost"), "count": 2})
+    for n in (1, 2):
+        receive_one(
+            message(to=tagged(inbox, "lost"), subject=f"lost {n}"), to=tagged(inbox, "lost")
+        )
+    response = waiter.answer()
+    assert response.status_code == 200
+    assert [e["subject"] for e in response.json()["data"]] == ["lost 1", "lost 2"]
