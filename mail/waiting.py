@@ -25,7 +25,9 @@ then. The wait answers once ``nth - 1 + count`` emails matched: the ``count`` em
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -40,7 +42,17 @@ from config.api.asgi import Receive, db_call
 from config.api.errors import ApiError
 from config.patterns import Budget, InvalidPattern, UserPattern, compile_user_pattern
 from events import services as events
-from events.listen import CLOSED, KEEPALIVE, TIMEOUT, Watch, cached, inbox_group, listen
+from events.hub import hub
+from events.listen import (
+    CLOSED,
+    KEEPALIVE,
+    TIMEOUT,
+    Listener,
+    Watch,
+    cached,
+    inbox_group,
+    listen,
+)
 from events.wake import workspace_group
 from inboxes.models import Inbox
 from labels.exceptions import UnknownLabel
@@ -49,6 +61,8 @@ from mail.message.htmltext import html_to_text
 from mail.models import Email
 from mail.selectors import email_get
 from mail.serializers import EmailOut, LinkOut
+
+logger = logging.getLogger(__name__)
 
 FIND_BATCH = 500  # emails read at a time when looking for matches
 MAX_TIMEOUT = 120
@@ -427,11 +441,45 @@ def _judge_accept(
     return _accepted(workspace, email_id, accept, progress)
 
 
+# Filters whose facts ``email.received``'s data does not carry (the candidate is then read).
+_READ_FOR = ("to", "header", "body", "label", "has_link", "link_kind", "unread_only")
+
+
+def _announced(message: dict[str, Any]) -> Candidate | None:
+    """The candidate ``email.received``'s data describes (sender, subject, code, arrival: what
+    the event carries of the stored row), or None when it is not that event's or is malformed."""
+    if message.get("event") != events.EMAIL_RECEIVED:
+        return None
+    email = (message.get("data") or {}).get("email") or {}
+    sender = email.get("from") or {}
+    try:
+        received_at = datetime.fromisoformat(email["received_at"])
+        return Candidate(
+            id=email["id"],
+            inbox_id=message["inbox_id"],
+            received_at=received_at,
+            read=False,
+            from_address=sender.get("address") or "",
+            from_name=sender.get("name") or "",
+            subject=email.get("subject") or "",
+            envelope_to="",
+            headers=[],
+            extracted={"code": (email.get("verification") or {}).get("code")},
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 async def _woken_candidate(
     message: dict[str, Any], workspace: Workspace, email_id: str, query: dict[str, Any]
 ) -> Candidate | None:
-    """The candidate of a wake-up's email, read once per message and process for all the
-    waiters it wakes (they await the same read)."""
+    """The candidate of a wake-up's email: from ``email.received``'s own data when the query
+    looks at nothing else, else read once per message and process for all the waiters it wakes
+    (they await the same read)."""
+    if not any(query.get(name) is not None for name in _READ_FOR):
+        announced = cached(message, "wait-announced", lambda: _announced(message))
+        if announced is not None:
+            return announced
     body, labels = _needs(query)
 
     def read() -> asyncio.Future[Candidate | None]:
@@ -446,6 +494,98 @@ def _rejudges(event: str | None, query: dict[str, Any]) -> bool:
     if event == events.EMAIL_RECEIVED:
         return True
     return bool(query.get("label")) and event in (events.EMAIL_LABELED, events.EMAIL_UPDATED)
+
+
+RECHECK = object()  # a waiter's signal: wake-ups were lost or could not be judged, read the log
+
+
+@dataclass(eq=False)
+class _Parked:
+    """A waiter as its group's :class:`_Sieve` sees it."""
+
+    workspace: Workspace
+    query: dict[str, Any]
+    since: datetime
+    listener: Listener  # the waiter's own (signals only): the sieve pushes it its candidates
+
+
+class _Sieve:
+    """The one hub listener of a group's waiters in this process: it reads each wake-up once,
+    gets the email's candidate once (per kind of read the waiters need), and hands it only to
+    the waiters whose filters (all but the patterns, :func:`_fields_match`) it passes; they run
+    the whole matcher themselves. A thousand waiters on one inbox, each waiting for its own plus
+    tag, cost a thousand cheap checks per email, not a thousand coroutines woken."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self.waiters: set[_Parked] = set()
+        self.ready: asyncio.Future[Listener] = asyncio.ensure_future(hub().listen(group))
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.ensure_future(self._run())
+
+    def close(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        if self.ready.done() and not self.ready.cancelled() and self.ready.exception() is None:
+            hub().leave(self.ready.result())
+        else:
+            self.ready.cancel()
+
+    async def _run(self) -> None:
+        listener = await self.ready
+        while True:
+            message = await listener.get()
+            if listener.lagged:  # dropped wake-ups: every waiter reads the log
+                listener.lagged = False
+                for waiter in tuple(self.waiters):
+                    waiter.listener.signal(RECHECK)
+            try:
+                await self._sift(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("wait: a wake-up could not be judged; the waiters read the log")
+                for waiter in tuple(self.waiters):
+                    waiter.listener.signal(RECHECK)
+
+    async def _sift(self, message: dict[str, Any]) -> None:
+        event = message.get("event")
+        if event not in (events.EMAIL_RECEIVED, events.EMAIL_LABELED, events.EMAIL_UPDATED):
+            return
+        email_id = ((message.get("data") or {}).get("email") or {}).get("id")
+        if not email_id:
+            return
+        for waiter in tuple(self.waiters):
+            if not _rejudges(event, waiter.query):
+                continue
+            email = await _woken_candidate(message, waiter.workspace, email_id, waiter.query)
+            if email is not None and _fields_match(email, waiter.query, waiter.since):
+                waiter.listener.push({"candidate": email})
+
+
+_sieves: dict[tuple[asyncio.AbstractEventLoop, str], _Sieve] = {}
+
+
+@contextlib.asynccontextmanager
+async def _sifted(waiter: _Parked, group: str) -> AsyncIterator[None]:
+    """``waiter`` registered with its group's sieve (subscribed before the body runs)."""
+    key = (asyncio.get_running_loop(), group)
+    sieve = _sieves.get(key)
+    if sieve is None:
+        sieve = _sieves[key] = _Sieve(group)
+    sieve.waiters.add(waiter)
+    try:
+        await asyncio.shield(sieve.ready)
+        sieve.start()
+        yield
+    finally:
+        sieve.waiters.discard(waiter)
+        if not sieve.waiters and _sieves.get(key) is sieve:
+            del _sieves[key]
+            sieve.close()
 
 
 async def wait_for_emails(
@@ -476,9 +616,10 @@ async def wait_for_emails(
     budget = Budget()
     progress = Progress(needed=nth - 1 + count)
     group = inbox_group(inbox.pk) if inbox is not None else workspace_group(workspace.pk)
-    async with listen(  # before the first read
-        group, receive=receive, watch=watch_key(principal)
-    ) as listener:
+    async with (
+        listen(None, receive=receive, watch=watch_key(principal)) as listener,
+        _sifted(_Parked(workspace, query, since, listener), group),  # before the first read
+    ):
         await find(workspace, inbox, since, query, progress, budget, accept)
         listener.signal_at(deadline, TIMEOUT)
         if tick is not None:
@@ -506,20 +647,15 @@ async def wait_for_emails(
                 if tick is not None:
                     await tick()
                 continue
-            if listener.lagged:  # dropped wake-ups: the log knows
+            if message is RECHECK or listener.lagged:  # the log knows what was missed
                 listener.lagged = False
                 await find(workspace, inbox, since, query, progress, budget, accept)
                 continue
-            if not _rejudges(message.get("event"), query):
+            email: Candidate = message["candidate"]  # its fields match: the sieve checked
+            if email.id in progress.matched:
                 continue
-            email_id = ((message.get("data") or {}).get("email") or {}).get("id")
-            if not email_id or email_id in progress.matched:
-                continue
-            if email_id in progress.rejected and not query.get("label"):
+            if email.id in progress.rejected and not query.get("label"):
                 continue  # judged already (by the first read), and what counts cannot change
-            email = await _woken_candidate(message, workspace, email_id, query)
-            if email is None:
-                continue  # deleted meanwhile
             matched = await amatches(email, query, since, budget)
             if matched and accept is not None:
                 matched = await _judge_accept(workspace, email.id, accept, progress)
