@@ -1,4 +1,5 @@
-"""Dashboard pages of the tenancy app: sign-in, password, switcher, members, keys, settings."""
+"""Dashboard pages of the tenancy app: sign-in, password, switcher, members, keys, settings,
+audit log."""
 
 from __future__ import annotations
 
@@ -29,4 +30,5 @@ urlpatterns = [
     path("keys/<str:key_id>/revoke/", views.key_revoke, name="key_revoke"),
     path("settings/", views.workspace_settings, name="workspace_settings"),
     path("settings/save/", views.workspace_settings_update, name="workspace_settings_update"),
+    path("audit/", views.audit_log, name="audit_log"),
 ]

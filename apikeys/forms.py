@@ -159,6 +159,13 @@ class WorkspaceSettingsForm(forms.Form):
         help_text="Off: every inbox must expire. An inbox created without a time to live gets "
         "60 minutes, and asking for a permanent one is refused (feature_disabled).",
     )
+    audit_retention_days = forms.IntegerField(
+        label="Keep the audit log for (days)",
+        min_value=1,
+        max_value=3650,
+        required=False,
+        help_text="Older entries are deleted by a daily sweep (empty: unchanged).",
+    )
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("label_suffix", "")

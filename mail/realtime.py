@@ -26,7 +26,7 @@ from rest_framework import serializers
 
 from apikeys import gate
 from apikeys.principal import Principal
-from apikeys.throttling import Lease, aclose_slot, open_slot
+from apikeys.throttling import Lease, aclose_slot, open_slot, settled
 from config.api.asgi import (
     Receive,
     Send,
@@ -120,11 +120,14 @@ async def _admitted(
 ) -> tuple[Principal, Inbox | None, dict[str, Any], Lease] | None:
     """:func:`_open` for the inbox of the route, if any; None once the refusal was answered."""
     try:
-        return await _open(
-            scope,
-            scope["url_route"]["kwargs"].get("inbox_id"),
-            query_class,
-            allow_query_token=allow_query_token,
+        return await settled(
+            _open(
+                scope,
+                scope["url_route"]["kwargs"].get("inbox_id"),
+                query_class,
+                allow_query_token=allow_query_token,
+            ),
+            lambda opened: opened[3],
         )
     except Exception as exc:
         error = to_api_error(exc)
