@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from events.models import Event
 from inboxes import services as inbox_services
@@ -64,7 +65,9 @@ def stack(django_db_setup: None, django_db_blocker, llm: FakeLLM) -> Iterator[St
 @pytest.fixture
 def setup(transactional_db: None, workspace: Workspace) -> tuple[Inbox, str]:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="ci")
-    key = key_services.api_key_create(workspace=workspace, name="ci", scopes=["read"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="ci", scopes=["read"], by=Actor.system("tests")
+    ).plain
     return inbox, key
 
 
@@ -252,7 +255,9 @@ def test_emails_wait_finds_plus_tags_across_a_catch_all_domain(
         elsewhere = client.get("emails/wait", params={**params, "inbox": inbox.pk})
         assert elsewhere.status_code == 204 and elsewhere.content == b""
     # Another workspace's key sees none of it, and cannot name the inbox.
-    other = key_services.api_key_create(workspace=other_workspace, name="o", scopes=["read"]).plain
+    other = key_services.api_key_create(
+        workspace=other_workspace, name="o", scopes=["read"], by=Actor.system("tests")
+    ).plain
     with stack.client(other) as client:
         assert client.get("emails/wait", params=params).status_code == 204
         foreign = client.get("emails/wait", params={**params, "inbox": created.pk})
@@ -263,7 +268,9 @@ def test_emails_wait_finds_plus_tags_across_a_catch_all_domain(
 
 def test_wait_refusals(stack: Stack, setup: tuple[Inbox, str], other_workspace: Workspace) -> None:
     inbox, key = setup
-    sender = key_services.api_key_create(workspace=inbox.workspace, name="s", scopes=["send"]).plain
+    sender = key_services.api_key_create(
+        workspace=inbox.workspace, name="s", scopes=["send"], by=Actor.system("tests")
+    ).plain
     with stack.client(sender) as client:  # a key lacking `read`
         for path in ("emails/wait", f"inboxes/{inbox.pk}/wait"):
             response = client.get(path, params={"timeout": 0})
