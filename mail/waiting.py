@@ -3,17 +3,19 @@
 ``get_verification_code`` (``outbox.mcp``) all park in.
 
 It holds no thread and no database connection while it waits: the database work is short
-``db_call``s, and the wait itself is ``events.listen.listen()`` on the inbox's group, or the
-workspace's for a workspace-wide wait (woken by ``events.emit`` after commit, by the hub's sweep
-when wake-ups were lost, by the caller's disconnect, by a revoked key and by its own timer).
+``db_call``s, and the wait itself parks on ``events.listen.listen()`` (the caller's disconnect, a
+revoked key, its own timer) and is fed its group's events (the inbox's, or the workspace's for a
+workspace-wide wait; woken by ``events.emit`` after commit, by the hub's sweep when wake-ups were
+lost) by that group's :class:`_Sieve`, the one hub listener of all its waiters in the process.
 
 The filters (``from``, ``to``, ``header``, ``label``, ``has_code``, ``has_link``, ``link_kind``,
 ``subject``, ``body``, ``nth``, ``since``, ``timeout``) are validated by :class:`WaitQuery` for
 every surface. There is one matcher, :func:`matches` (:func:`amatches` from the event loop: the
 same checks, the patterns searched in ``config.patterns``' threads): the first read of the
 database (:func:`find`, after SQL pre-filters that only narrow what it reads) and every wake-up
-(the email's :class:`Candidate` read once per event and process, whatever the number of
-waiters) judge an email by it. ``subject`` and ``body`` are user patterns, matched by
+(the email's :class:`Candidate` got once per event and process, whatever the number of waiters;
+the sieve checks the filters but the patterns, the waiter runs the whole matcher) judge an email
+by it. ``subject`` and ``body`` are user patterns, matched by
 ``config.patterns`` (a time limit per search, a budget per wait, never on the event loop).
 
 An email counts once it matches: a ``label`` filter re-judges an email when a label lands on it
