@@ -1,8 +1,8 @@
 """ASGI entry point (daphne): Channels routes the long-poll and SSE paths and the MCP server
 (``/mcp``, ``outbox.mcp.asgi``, imported at its first request), Django serves the rest.
 
-The streaming paths are raw ASGI apps (``mail.realtime``) behind Channels' session and auth
-middleware, so dashboard sessions work there too.
+The streaming paths (the waits, the stream) are raw ASGI apps (``mail.realtime``) behind
+Channels' session and auth middleware, so dashboard sessions work there too.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
-from mail.realtime import stream_app, wait_app  # noqa: E402
+from mail.realtime import emails_wait_app, stream_app, wait_app  # noqa: E402
 from outbox.realtime import wait_for_decision  # noqa: E402
 
 outbox_waiting = wait_for_decision(django_asgi_app)
@@ -55,6 +55,8 @@ application = ProtocolTypeRouter(
                 re_path(
                     r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/stream$", AuthMiddlewareStack(stream_app)
                 ),
+                # Before Django's /emails/{id}, which would take "wait" for an email id.
+                re_path(r"^api/v1/emails/wait$", AuthMiddlewareStack(emails_wait_app)),
                 re_path(r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/send$", outbox_waiting),
                 re_path(r"^api/v1/outbox/(?P<item_id>[^/]+)$", outbox_waiting),
                 re_path(r"^mcp/?$", mcp),  # bearer keys only: no session middleware

@@ -25,11 +25,12 @@ from datetime import timedelta
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.db.models import Q
 from django.utils import timezone
 
 from config.api.asgi import db_call
 from events.models import Event
-from events.wake import inbox_group, wake_message
+from events.wake import WORKSPACE_EVENTS, groups_of, inbox_group, wake_message
 
 logger = logging.getLogger(__name__)
 
@@ -106,21 +107,24 @@ def cached(message: dict[str, Any], key: str, make: Callable[[], Any]) -> Any:
 
 
 @db_call
-def _recent_ids(inbox_ids: list[str], since: Any) -> list[int]:
-    return list(
-        # The process's one subscriber, for every listening inbox of every workspace at once.
-        Event.objects.unscoped()
-        .filter(created_at__gte=since, inbox_id__in=inbox_ids)
-        .values_list("id", flat=True)
-    )
+def _recent(inbox_ids: list[str], workspace_ids: list[str], since: Any) -> list[Event]:
+    """The events logged since ``since`` of the listening inboxes and workspaces (ids, types and
+    where they belong: the data is read only for those a listener missed)."""
+    # The process's one subscriber, for every listening inbox of every workspace at once.
+    rows = Event.objects.unscoped().filter(created_at__gte=since)
+    where = Q(inbox_id__in=inbox_ids) if inbox_ids else Q()
+    if workspace_ids:
+        wanted = Q(workspace_id__in=workspace_ids, type__in=WORKSPACE_EVENTS)
+        where = where | wanted if inbox_ids else wanted
+    return list(rows.filter(where).only("id", "inbox_id", "workspace_id", "type"))
 
 
 @db_call
-def _messages(ids: list[int]) -> list[dict[str, Any]]:
-    return [
-        {**wake_message(event), "group": inbox_group(event.inbox_id)}
+def _messages(ids: list[int]) -> dict[int, dict[str, Any]]:
+    return {
+        event.pk: wake_message(event)
         for event in Event.objects.unscoped().filter(pk__in=ids).order_by("id")
-    ]
+    }
 
 
 class Hub:
@@ -132,7 +136,7 @@ class Hub:
         self.listeners: dict[str, set[Listener]] = {}
         self.subscriptions: dict[str, asyncio.Future[None]] = {}
         self.idle_since: dict[str, float] = {}
-        self.seen: dict[int, float] = {}  # event ids handed out, and when
+        self.seen: dict[tuple[str, int], float] = {}  # (group, event id) handed out, and when
         self._start = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -166,7 +170,7 @@ class Hub:
     def dispatch(self, message: dict[str, Any]) -> None:
         group = message.get("group") or inbox_group(message.get("inbox_id", ""))
         if "id" in message:
-            self.seen[message["id"]] = time.monotonic()
+            self.seen[(group, message["id"])] = time.monotonic()
         for listener in tuple(self.listeners.get(group, ())):
             listener.push(message)
 
@@ -214,15 +218,24 @@ class Hub:
         horizon = time.monotonic() - 2 * (SWEEP_MARGIN.total_seconds() + SWEEP_SECONDS)
         self.seen = {k: v for k, v in self.seen.items() if v >= horizon}
         inbox_ids = [g.removeprefix("inbox.") for g in self.listeners if g.startswith("inbox.")]
-        if not inbox_ids:
+        workspace_ids = [
+            g.removeprefix("workspace.") for g in self.listeners if g.startswith("workspace.")
+        ]
+        if not inbox_ids and not workspace_ids:
             return 0
-        missing = [i for i in await _recent_ids(inbox_ids, since) if i not in self.seen]
+        missing = [
+            (group, event.pk)
+            for event in await _recent(inbox_ids, workspace_ids, since)
+            for group in groups_of(event)
+            if group in self.listeners and (group, event.pk) not in self.seen
+        ]
         if not missing:
             return 0
-        messages = await _messages(missing)
-        for message in messages:
-            self.dispatch(message)
-        return len(messages)
+        messages = await _messages(sorted({event_id for _, event_id in missing}))
+        for group, event_id in sorted(missing, key=lambda pair: pair[1]):
+            if event_id in messages:
+                self.dispatch({**messages[event_id], "group": group})
+        return len(missing)
 
     async def _drop_idle(self) -> None:
         cutoff = time.monotonic() - LINGER_SECONDS

@@ -26,11 +26,13 @@ Watch = Callable[[Callable[[object], None]], Callable[[], None]]
 
 @contextlib.asynccontextmanager
 async def listen(
-    group: str, *, receive: Receive | None = None, watch: Watch | None = None
+    group: str | None, *, receive: Receive | None = None, watch: Watch | None = None
 ) -> AsyncIterator[Listener]:
-    """A listener on ``group``, subscribed before the body runs and gone when it ends."""
+    """A listener on ``group``, subscribed before the body runs and gone when it ends. With no
+    group, a listener of signals only (its owner pushes it what it should see: the inbox wait
+    hears its group's events through one shared listener, ``mail.waiting``)."""
     listeners = hub()
-    listener = await listeners.listen(group)
+    listener = await listeners.listen(group) if group is not None else Listener("")
     unwatch: Callable[[], None] = lambda: None  # noqa: E731
     disconnect: asyncio.Future[None] | None = None
     try:
@@ -45,4 +47,5 @@ async def listen(
         if disconnect is not None:
             disconnect.cancel()
         unwatch()
-        listeners.leave(listener)
+        if group is not None:
+            listeners.leave(listener)

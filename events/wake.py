@@ -1,5 +1,7 @@
 """Wake-ups: after an event commits, its listeners are told on the channel layer. Each event goes
-to its inbox's group (so the chain stays whole for the inbox's waiters and streams) and to the
+to its inbox's group (so the chain stays whole for the inbox's waiters and streams), an email's
+events (``WORKSPACE_EVENTS``) also to its workspace's group (the workspace-wide wait,
+``GET /emails/wait``, which cannot know the inbox a catch-all message will land in), and to the
 extra groups its emitter named (``Change.wake``); this module names no group of another app.
 """
 
@@ -22,6 +24,23 @@ def inbox_group(inbox_id: str) -> str:
     return f"inbox.{inbox_id}"
 
 
+# The events a workspace-wide listener is woken for: those that can make an email match a wait.
+WORKSPACE_EVENTS = frozenset({"email.received", "email.labeled", "email.updated"})
+
+
+def workspace_group(workspace_id: str) -> str:
+    """The channel-layer group of a workspace's listeners (the email events of all its inboxes)."""
+    return f"workspace.{workspace_id}"
+
+
+def groups_of(event: Event) -> list[str]:
+    """The groups an event wakes, its inbox's first."""
+    groups = [inbox_group(event.inbox_id)] if event.inbox_id else []
+    if event.type in WORKSPACE_EVENTS and event.workspace_id:
+        groups.append(workspace_group(event.workspace_id))
+    return [*groups, *getattr(event, "wake", ())]
+
+
 def wake_message(event: Event) -> dict[str, Any]:
     """What listeners receive: the event itself, so the common case needs no query."""
     return {
@@ -35,11 +54,6 @@ def wake_message(event: Event) -> dict[str, Any]:
     }
 
 
-def _groups_of(event: Event) -> list[str]:
-    groups = [inbox_group(event.inbox_id)] if event.inbox_id else []
-    return [*groups, *getattr(event, "wake", ())]
-
-
 def publish(records: Sequence[Event]) -> None:
     """Publishes each event to its groups on the channel layer, in order: from a thread, with
     Redis, as one pipeline of ``PUBLISH`` commands sent from that thread
@@ -51,7 +65,7 @@ def publish(records: Sequence[Event]) -> None:
     messages = [
         (group, {**wake_message(event), "group": group})
         for event in records
-        for group in _groups_of(event)
+        for group in groups_of(event)
     ]
     if not messages:
         return

@@ -1,4 +1,5 @@
-"""Long-poll wait and the Server-Sent Events stream, as raw ASGI apps routed by Channels.
+"""Long-poll waits (one inbox's, ``GET /inboxes/{id}/wait``, and the workspace's,
+``GET /emails/wait``) and the Server-Sent Events stream, as raw ASGI apps routed by Channels.
 
 Neither holds a thread or a database connection while it waits: each does its database work in
 short ``db_call``s, then parks in ``events.listen.listen()``: one queue fed by the process's
@@ -7,7 +8,7 @@ client's disconnect and by its own timer. The event log is the truth: the hub's
 sweep re-reads it for every listening inbox at once, so a lost wake-up delays an event but never
 loses it.
 
-The wait's ``subject`` filter is a user's pattern: it is compiled and matched by
+The wait's ``subject`` and ``body`` filters are a user's patterns: they are compiled and matched by
 ``config.patterns`` (a time limit per search, a budget per wait, never on the event loop), so a
 catastrophic pattern costs its own wait a bounded moment and nobody else anything. Each open
 wait or stream holds one of its key's ``MAX_OPEN_STREAMS_PER_KEY`` slots
@@ -51,7 +52,15 @@ from events.listen import (
 from events.models import Event
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
-from mail.waiting import ClientGone, WaitQuery, deadline_after, wait_for_email, watch_key
+from mail.waiting import (
+    ClientGone,
+    EmailsWaitQuery,
+    WaitQuery,
+    check_label,
+    deadline_after,
+    wait_for_emails,
+    watch_key,
+)
 
 KEEPALIVE_SECONDS = 15.0  # stream: a comment line this often
 REPLAY_BATCH = 1000  # stream: log rows read at a time when catching up
@@ -83,16 +92,22 @@ class StreamQuery(serializers.Serializer):
 @db_call
 def _open(
     scope: dict[str, Any],
-    inbox_ref: str,
+    inbox_ref: str | None,
     query_class: type[serializers.Serializer],
     *,
     allow_query_token: bool,
-) -> tuple[Principal, Inbox, dict[str, Any], Lease]:
-    """Who asks, for which inbox, what (a pattern is compiled here, in a thread), and the slot
-    the open request holds; each step's error before the next."""
+) -> tuple[Principal, Inbox | None, dict[str, Any], Lease]:
+    """Who asks, for which inbox (the route's, else the query's ``inbox``, else none: the whole
+    workspace), what (patterns are compiled here, in a thread; a ``label`` must exist), and the
+    slot the open request holds; each step's error before the next."""
     principal = gate.admit(scope, needs="read", allow_query_token=allow_query_token)
-    inbox = inbox_selectors.inbox_get(principal.workspace, inbox_ref)
+    inbox = None
+    if inbox_ref is not None:
+        inbox = inbox_selectors.inbox_get(principal.workspace, inbox_ref)
     query = validate_query(query_class, query_pairs(scope))
+    if inbox_ref is None and query.get("inbox"):
+        inbox = inbox_selectors.inbox_get(principal.workspace, query["inbox"])
+    check_label(principal.workspace, query)
     return principal, inbox, query, open_slot(principal)
 
 
@@ -102,13 +117,13 @@ async def _admitted(
     query_class: type[serializers.Serializer],
     *,
     allow_query_token: bool,
-) -> tuple[Principal, Inbox, dict[str, Any], Lease] | None:
-    """:func:`_open` for the inbox of the route; None once the refusal has been answered."""
+) -> tuple[Principal, Inbox | None, dict[str, Any], Lease] | None:
+    """:func:`_open` for the inbox of the route, if any; None once the refusal was answered."""
     try:
         return await settled(
             _open(
                 scope,
-                scope["url_route"]["kwargs"]["inbox_id"],
+                scope["url_route"]["kwargs"].get("inbox_id"),
                 query_class,
                 allow_query_token=allow_query_token,
             ),
@@ -122,33 +137,53 @@ async def _admitted(
         return None
 
 
-async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
-    """GET /inboxes/{id}/wait: 200 with the first matching email, 204 at the timeout."""
+async def _wait(
+    scope: dict[str, Any], receive: Receive, send: Send, query_class: type[WaitQuery]
+) -> list[dict] | None:
+    """Admits the wait and parks it in ``mail.waiting``; the emails found, or None once the
+    answer (a refusal, a revoked key) was sent or there is nobody to answer."""
     started = timezone.now()
-    opened = await _admitted(scope, send, WaitQuery, allow_query_token=False)
+    opened = await _admitted(scope, send, query_class, allow_query_token=False)
     if opened is None:
-        return
+        return None
     principal, inbox, query, lease = opened
     try:
-        found = await wait_for_email(
+        found = await wait_for_emails(
             principal=principal,
             inbox=inbox,
             query=query,
+            count=query.get("count", 1),
             since=query.get("since") or started,
             deadline=deadline_after(query["timeout"]),  # the time spent looking counts too
             receive=receive,
         )
     except ClientGone:
-        return
+        return None
     except ApiError as error:  # the key was revoked or expired meanwhile
         await send_error(send, error)
-        return
+        return None
     finally:
         await aclose_slot(lease)
     if found is None:
         await send_empty(send, 204)
-    else:
-        await send_json(send, 200, found)
+        return None
+    return found
+
+
+async def wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    """GET /inboxes/{id}/wait: 200 with the nth (default first) matching email, 204 at the
+    timeout."""
+    found = await _wait(scope, receive, send, WaitQuery)
+    if found is not None:
+        await send_json(send, 200, found[0])
+
+
+async def emails_wait_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    """GET /emails/wait: 200 with ``{"data": [...]}`` once ``count`` emails of the workspace (or
+    of ``inbox``) match, oldest first; 204 at the timeout."""
+    found = await _wait(scope, receive, send, EmailsWaitQuery)
+    if found is not None:
+        await send_json(send, 200, {"data": found})
 
 
 def stream_payload(event_type: str, inbox_id: str, data: dict[str, Any], at: int) -> dict:
@@ -246,6 +281,7 @@ async def stream_app(scope: dict[str, Any], receive: Receive, send: Send) -> Non
     if opened is None:
         return
     principal, inbox, query, lease = opened
+    assert inbox is not None  # the route names it
     try:
         async with listen(  # before reading the log
             inbox_group(inbox.pk), receive=receive, watch=watch_key(principal)

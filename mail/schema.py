@@ -1,11 +1,13 @@
-"""OpenAPI for the two paths Channels serves (drf-spectacular cannot see them): a postprocessing
-hook adds GET /inboxes/{id}/wait and GET /inboxes/{id}/stream with their parameters and answers."""
+"""OpenAPI for the paths Channels serves (drf-spectacular cannot see them): a postprocessing hook
+adds GET /inboxes/{id}/wait, GET /emails/wait and GET /inboxes/{id}/stream with their parameters
+and answers. The wait filters are ``mail.waiting.WaitQuery``'s, described once here for both."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from config.api.schema import error_responses, link
+from mail.serializers import LinkOut
 
 INBOX_ID = {
     "in": "path",
@@ -47,12 +49,110 @@ STREAM_EVENT = {
 }
 
 
-def _errors() -> dict[str, Any]:
-    return error_responses(body=False, path_ids=True)
+def _errors(*extra: tuple[int, str]) -> dict[str, Any]:
+    return error_responses(body=False, path_ids=True, extra=extra)
 
 
 def _security() -> list[dict[str, list[str]]]:
     return [{"bearerAuth": ["read"]}, {"sessionAuth": ["read"]}]
+
+
+def _query(name: str, schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    return {"in": "query", "name": name, "schema": schema, "description": description, **extra}
+
+
+PATTERN_BOUNDS = (
+    "It is matched against the first 100,000 characters with a time limit "
+    "(`PATTERN_TIMEOUT_MS`) and a budget for the whole wait (`PATTERN_BUDGET_MS`): a match that "
+    "runs out of time counts as no match. An invalid pattern is a validation_error, and so is one "
+    "whose bounded repeats (`{n}`, `{m,n}`) multiply past 100,000."
+)
+
+# The filters of both waits (mail.waiting.WaitQuery), combined with AND.
+WAIT_FILTERS = [
+    _query(
+        "timeout",
+        {"type": "integer", "minimum": 0, "maximum": 120, "default": 30},
+        "Seconds to wait.",
+    ),
+    _query(
+        "since",
+        {"type": "string", "format": "date-time"},
+        "Emails received at or after it count. Default: the time of the request (only new mail).",
+    ),
+    _query(
+        "from",
+        {"type": "string", "maxLength": 320},
+        "The sender (`Name <address>`) must contain this, any case.",
+    ),
+    _query(
+        "to",
+        {"type": "string", "maxLength": 320},
+        "The envelope recipient as received (`RCPT TO`) must be this address: the local part "
+        "exactly, plus tag included (`signup+run4711@…` matches only mail sent to that tag, "
+        "`signup@…` only mail without one), the domain in any case.",
+    ),
+    _query(
+        "header",
+        {"type": "array", "items": {"type": "string", "maxLength": 1000}, "maxItems": 20},
+        "`Name: value`, repeatable: the email must have a header of that name (any case) whose "
+        "value is exactly this (surrounding blanks aside). Every `header` given must match.",
+        style="form",
+        explode=True,
+    ),
+    _query(
+        "label",
+        {"type": "string", "maxLength": 63},
+        "A label key the email must carry. It counts once the label is applied: a classifier's "
+        "label that arrives after the email (`email.labeled`), or one set by hand "
+        "(`email.updated`), releases the wait then. A key the workspace has no label for is "
+        "400 `unknown_label`.",
+    ),
+    _query(
+        "has_code",
+        {"type": "boolean"},
+        "true: only mail in which a verification code was found (`extracted.code`); false: only "
+        "mail without one.",
+    ),
+    _query(
+        "has_link",
+        {"type": "boolean"},
+        "true: only mail with a link found (`extracted.links`); false: only mail without.",
+    ),
+    _query(
+        "link_kind",
+        {"enum": list(LinkOut().fields["kind"].choices)},
+        "Only mail with a link of this kind (with `has_link=false`: a validation_error).",
+    ),
+    _query(
+        "subject",
+        {"type": "string", "maxLength": 500},
+        "Case-insensitive regular expression (Python syntax) the subject must match. "
+        + PATTERN_BOUNDS,
+    ),
+    _query(
+        "body",
+        {"type": "string", "maxLength": 500},
+        "Case-insensitive regular expression (Python syntax) the text body must match (the "
+        "HTML body rendered to text when there is no text part). " + PATTERN_BOUNDS,
+    ),
+    _query(
+        "nth",
+        {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
+        "Answer with the nth matching email received since `since` (oldest first): `nth=3` "
+        "waits for the third.",
+    ),
+]
+
+WAIT_SLOTS = (
+    "The request holds no thread and no database connection while it waits. Open waits and "
+    "streams (and outbox `?wait=` requests) of one key or session count together against "
+    "`MAX_OPEN_STREAMS_PER_KEY`; beyond it, 429 `rate_limited` with `Retry-After`."
+)
+EMAIL_LINKS = {
+    "GetEmail": link("getEmail", "The email.", email_id="$response.body#/id"),
+    "UpdateEmail": link("updateEmail", "Mark or label it.", email_id="$response.body#/id"),
+}
 
 
 def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict:
@@ -64,45 +164,11 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
             "tags": ["Emails"],
             "description": (
                 "Long-poll: returns the oldest email received at or after `since` that matches "
-                "`from` and `subject` — at once if one is already there, else the moment one is "
-                "stored — or 204 with no body when `timeout` passes. The request holds no thread "
-                "and no database connection while it waits. Open waits and streams (and outbox "
-                "`?wait=` requests) of one key or session count together against "
-                "`MAX_OPEN_STREAMS_PER_KEY`; beyond it, 429 `rate_limited` with `Retry-After`."
-                "\n\nRequired scope: `read`."
+                "every filter given (the `nth` such email with `nth`) — at once if it is already "
+                "there, else the moment it is stored or labeled — or 204 with no body when "
+                "`timeout` passes. " + WAIT_SLOTS + "\n\nRequired scope: `read`."
             ),
-            "parameters": [
-                INBOX_ID,
-                {
-                    "in": "query",
-                    "name": "timeout",
-                    "schema": {"type": "integer", "minimum": 0, "maximum": 120, "default": 30},
-                    "description": "Seconds to wait.",
-                },
-                {
-                    "in": "query",
-                    "name": "from",
-                    "schema": {"type": "string", "maxLength": 320},
-                    "description": "The sender (`Name <address>`) must contain this, any case.",
-                },
-                {
-                    "in": "query",
-                    "name": "subject",
-                    "schema": {"type": "string", "maxLength": 500},
-                    "description": "Case-insensitive regular expression (Python syntax) the "
-                    "subject must match; an invalid one is a validation_error, and so is one whose "
-                    "bounded repeats (`{n}`, `{m,n}`) multiply past 100,000. It is matched against "
-                    "the first 100,000 characters of a subject with a time limit "
-                    "(`PATTERN_TIMEOUT_MS`) and a budget for the whole wait "
-                    "(`PATTERN_BUDGET_MS`): a match that runs out of time counts as no match.",
-                },
-                {
-                    "in": "query",
-                    "name": "since",
-                    "schema": {"type": "string", "format": "date-time"},
-                    "description": "Default: the time of the request.",
-                },
-            ],
+            "parameters": [INBOX_ID, *WAIT_FILTERS],
             "security": _security(),
             "x-required-scope": "read",
             "responses": {
@@ -111,15 +177,61 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                     "content": {
                         "application/json": {"schema": {"$ref": "#/components/schemas/EmailOut"}}
                     },
-                    "links": {
-                        "GetEmail": link("getEmail", "The email.", email_id="$response.body#/id"),
-                        "UpdateEmail": link(
-                            "updateEmail", "Mark or label it.", email_id="$response.body#/id"
-                        ),
-                    },
+                    "links": EMAIL_LINKS,
                 },
                 "204": {"description": "Nothing matched before the timeout."},
-                **_errors(),
+                **_errors((400, "unknown_label")),
+            },
+        }
+    }
+    paths["/api/v1/emails/wait"] = {
+        "get": {
+            "operationId": "waitForEmails",
+            "summary": "Wait for emails across the workspace",
+            "tags": ["Emails"],
+            "description": (
+                "Long-poll over every inbox of the workspace (or `inbox`): returns the `count` "
+                "emails from the `nth` match on (oldest first) once that many emails received "
+                "at or after `since` match every filter given, or 204 with no body when "
+                "`timeout` passes. Catch-all and plus-addressed mail is found by `to` without "
+                "knowing which inbox received it. " + WAIT_SLOTS + "\n\nRequired scope: `read`."
+            ),
+            "parameters": [
+                _query(
+                    "inbox",
+                    {"type": "string", "maxLength": 320},
+                    "Only this inbox (id or address; one of another workspace is 404 "
+                    "`not_found`). Omitted: every inbox of the workspace.",
+                ),
+                _query(
+                    "count",
+                    {"type": "integer", "minimum": 1, "maximum": 100, "default": 1},
+                    "How many matching emails to wait for.",
+                ),
+                *WAIT_FILTERS,
+            ],
+            "security": _security(),
+            "x-required-scope": "read",
+            "responses": {
+                "200": {
+                    "description": "`data`: the full records of the matching emails, oldest first.",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["data"],
+                                "properties": {
+                                    "data": {
+                                        "type": "array",
+                                        "items": {"$ref": "#/components/schemas/EmailOut"},
+                                    }
+                                },
+                            }
+                        }
+                    },
+                },
+                "204": {"description": "Fewer than `count` emails matched before the timeout."},
+                **_errors((400, "unknown_label")),
             },
         }
     }

@@ -1,7 +1,8 @@
 """Query-string validation through DRF serializers, so query errors share the body's envelope.
 
 The query string is read strictly, as the OpenAPI document describes it: each parameter at most
-once (a repeated one is a ``validation_error``: which of two limits did the client mean?), a
+once (a repeated one is a ``validation_error``: which of two limits did the client mean?) unless
+the serializer declares it a ``ListField`` (the wait's repeatable ``header``), a
 boolean is ``true`` or ``false``, an integer is digits with an optional minus sign (no ``5.0``,
 no blanks), a maximum length is measured on the value as sent (DRF measures after trimming),
 and an empty value is a value (``?tag=`` is a blank tag, refused where blanks are) — DRF's
@@ -74,17 +75,22 @@ def validate_query(
     ASGI endpoints (wait, stream)."""
     serializer = serializer_class()
     fields = serializer.fields
-    values: dict[str, str] = {}
+    values: dict[str, Any] = {}
     problems: dict[str, str] = {}
     for name, value in pairs:
         if name not in fields:
             problems[name] = unknown_parameter(fields)
             continue
-        if name in values:
+        field = fields[name]
+        if isinstance(field, serializers.ListField):  # repeatable: each value is an item
+            values.setdefault(name, []).append(value)
+            field = field.child
+        elif name in values:
             problems[name] = "Given more than once."
             continue
-        values[name] = value
-        problem = _form_problem(fields[name], value)
+        else:
+            values[name] = value
+        problem = _form_problem(field, value)
         if problem is not None:
             problems[name] = problem
     if problems:

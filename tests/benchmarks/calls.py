@@ -101,9 +101,11 @@ async def measure(
             scope, inbox_id, allow_query_token=False
         ),
         "_find (nothing new: park and safety poll)": lambda: waiting.find(
-            inbox, since, {}, set(), Budget()
+            inbox.workspace, inbox, since, {}, waiting.Progress(needed=1), Budget()
         ),
-        "_load (email record for the answer)": lambda: waiting.load(inbox, email_id),
+        "_load (email record for the answer)": lambda: waiting._records(
+            inbox.workspace, [email_id], {}
+        ),
         "_latest_event (stream open)": lambda: realtime._latest_event(inbox),
         "_events_after (stream catch-up)": lambda: realtime._events_after(inbox, 10**12),
     }

@@ -54,6 +54,22 @@ def rows(results: dict[str, dict], sizes: Sizes) -> list[Row]:
                 _under(a.get("p99_ms"), 100),
             )
         )
+    if "t" in results:
+        t = results["t"]
+        label = (
+            f"(t) wait with `to` filters: {t['waiters']:,} waiters on one inbox, "
+            f"{t['target_rate']:g} msg/s, {t['delivered']}/{t['messages_measured']} messages, "
+            "250 → response"
+        )
+        out.append(Row(label + " p50", _fmt(t.get("p50_ms"), "ms"), "—", None))
+        out.append(
+            Row(
+                label + " p99",
+                _fmt(t.get("p99_ms"), "ms"),
+                "< 100 ms",
+                _under(t.get("p99_ms"), 100),
+            )
+        )
     if "b" in results:
         b = results["b"]
         label = (

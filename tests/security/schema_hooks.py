@@ -29,6 +29,7 @@ from schemathesis import CheckContext, HookContext
 # documented maximum (a larger value is negative data and must stay as generated).
 HOLDING = {
     "waitForEmail": ("timeout", 120),
+    "waitForEmails": ("timeout", 120),
     "streamInbox": ("timeout", 86_400),
     "getOutboxItem": ("wait", 120),
     "sendEmail": ("wait", 120),

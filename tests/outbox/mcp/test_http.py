@@ -114,6 +114,38 @@ def test_sign_up_loop_create_inbox_then_wait_for_the_code(
     assert Inbox.objects.get(pk=inbox["id"]).source == "agent"
 
 
+def test_wait_for_email_by_plus_tag_header_and_nth(
+    stack: Stack, transactional_db: None, workspace: Workspace
+) -> None:
+    """Issue 28: ``to``, ``header`` and ``nth`` reach the MCP tool through the REST wait's
+    query and matcher (``mail.waiting``)."""
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="runs")
+    key = key_of(workspace, "read")
+    local, domain = inbox.address.split("@")
+    tag1, tag2 = f"{local}+t1@{domain}", f"{local}+t2@{domain}"
+    for n, (to, run) in enumerate([(tag1, "a"), (tag2, "a"), (tag1, "b"), (tag1, "a")]):
+        smtp_send(stack, message(to=to, subject=f"mail {n}", headers={"X-Run": run}), to)
+
+    async def run() -> list:
+        async with session(mcp_url(stack), key) as client:
+            base = {"inbox": inbox.pk, "timeout": 5, "since": "2000-01-01T00:00:00Z"}
+            return [
+                await client.call_tool("wait_for_email", {**base, **arguments})
+                for arguments in (
+                    {"to": tag1, "nth": 2},
+                    {"to": tag1, "header": ["x-run: a"], "nth": 2},
+                    {"to": tag2, "header": ["X-Run: b"], "timeout": 0},
+                    {"to": "no-at-sign"},
+                )
+            ]
+
+    second, second_a, none, bad = asyncio.run(run())
+    assert second.structured_content["email"]["untrusted_content"]["subject"] == "mail 2"
+    assert second_a.structured_content["email"]["untrusted_content"]["subject"] == "mail 3"
+    assert none.structured_content["found"] is False
+    assert bad.is_error and error_of(bad)["code"] == "validation_error"
+
+
 def test_get_verification_code_in_one_call(
     stack: Stack, transactional_db: None, workspace: Workspace
 ) -> None:
