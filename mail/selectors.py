@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Prefetch, QuerySet
+from asgiref.sync import sync_to_async
+from django.db.models import Count, Prefetch, QuerySet, Sum
 from django.db.models.functions import Substr, TruncHour
 from django.utils import timezone
 
@@ -18,6 +20,7 @@ from labels.classifier.base import EmailFacts, facts_of
 from labels.exceptions import UnknownLabel
 from labels.models import EmailLabel, Label
 from mail.exceptions import AttachmentNotFound, EmailNotFound
+from mail.message import mbox
 from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
 
@@ -238,4 +241,98 @@ def recent_emails(workspace: Workspace, limit: int = 20) -> list[dict]:
         Email.objects.filter(workspace=workspace)
         .order_by("-id")
         .values("id", "subject", "from_address", "received_at")[:limit]
+    )
+
+
+def stored_bytes_of(workspace_id: str, email_ids: Sequence[str]) -> int:
+    """What these emails count in their inboxes' ``stored_bytes`` (see
+    ``mail.pipeline.stored_size``): their raw sizes plus the attachments kept apart."""
+    if not email_ids:
+        return 0
+    ids = list(email_ids)
+    raw = Email.objects.filter(workspace_id=workspace_id, pk__in=ids).aggregate(n=Sum("size"))
+    kept = Attachment.objects.filter(
+        email__workspace_id=workspace_id, email_id__in=ids, content__isnull=False
+    ).aggregate(n=Sum("size"))
+    return (raw["n"] or 0) + (kept["n"] or 0)
+
+
+@dataclass(frozen=True)
+class ExportEntry:
+    """One message of an inbox's export, without its bytes: what its ``From_`` line needs."""
+
+    id: str
+    envelope_from: str
+    received_at: datetime
+    size: int
+
+
+def inbox_export_page(
+    workspace: Workspace, inbox: Inbox, *, after: str = "", limit: int = 200
+) -> list[ExportEntry]:
+    """The inbox's next ``limit`` messages after the id ``after``, oldest first, without their
+    bytes (keyset pages over ``(inbox, -id)``): an export reads its inbox a page at a time and
+    holds no transaction between pages."""
+    rows = (
+        Email.objects.filter(workspace=workspace, inbox=inbox, pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", "envelope_from", "received_at", "size")[:limit]
+    )
+    return [ExportEntry(*row) for row in rows]
+
+
+def raw_contents(workspace: Workspace, email_ids: Sequence[str]) -> dict[str, bytes]:
+    """The raw messages of these emails of the workspace, by email id."""
+    rows = RawMessage.objects.filter(email__workspace=workspace, email_id__in=list(email_ids))
+    return {pk: bytes(content) for pk, content in rows.values_list("email_id", "content")}
+
+
+EXPORT_BATCH_BYTES = 4 * 1024 * 1024  # raw bytes read per query (one larger message: alone)
+
+
+async def inbox_mbox(workspace: Workspace, inbox: Inbox) -> AsyncIterator[bytes]:
+    """The inbox's mail as an mboxrd file, oldest first, a few megabytes at a time: each
+    page of ids is read without bytes, then their raw messages in batches of about
+    ``EXPORT_BATCH_BYTES``, so memory stays flat however large the inbox (every query runs in
+    a worker thread; nothing is held open between them)."""
+    page = sync_to_async(inbox_export_page)
+    contents = sync_to_async(raw_contents)
+    after = ""
+    while entries := await page(workspace, inbox, after=after):
+        batch: list[ExportEntry] = []
+        size = 0
+        for entry in [*entries, None]:
+            if entry is not None and (not batch or size + entry.size <= EXPORT_BATCH_BYTES):
+                batch.append(entry)
+                size += entry.size
+                continue
+            raws = await contents(workspace, [e.id for e in batch])
+            yield b"".join(
+                mbox.entry(e.envelope_from, e.received_at, raws[e.id])
+                for e in batch
+                if e.id in raws  # deleted since the page was read
+            )
+            del raws
+            batch, size = ([entry], entry.size) if entry is not None else ([], 0)
+        after = entries[-1].id
+
+
+def emails_received_before(
+    workspace_id: str, cutoff: datetime, *, limit: int
+) -> list[tuple[str, str]]:
+    """``(email id, inbox id)`` of the workspace's oldest mail received before ``cutoff``
+    (the ``(workspace, received_at)`` index), at most ``limit``: the retention sweep's chunk."""
+    return list(
+        Email.objects.filter(workspace_id=workspace_id, received_at__lt=cutoff)
+        .order_by("received_at")
+        .values_list("pk", "inbox_id")[:limit]
+    )
+
+
+def email_ids_of_inbox(workspace_id: str, inbox_id: str, *, limit: int) -> list[str]:
+    """The ids of an inbox's oldest ``limit`` emails (the ``(inbox, -id)`` index)."""
+    return list(
+        Email.objects.filter(workspace_id=workspace_id, inbox_id=inbox_id)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
     )

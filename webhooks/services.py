@@ -38,6 +38,7 @@ WEBHOOK_EVENTS = (
     "email.labeled",
     "inbox.created",
     "inbox.expired",
+    "inbox.deleted",
     "outbound.pending",
     "outbound.sent",
     "outbound.rejected",
