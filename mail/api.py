@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
@@ -195,9 +196,11 @@ class InboxExportApi(APIView):
     def get(self, request: Request, inbox_id: str) -> StreamingHttpResponse:
         workspace = request.auth.workspace
         inbox = inbox_selectors.inbox_get(workspace, inbox_id)
-        response = StreamingHttpResponse(
-            selectors.inbox_mbox(workspace, inbox), content_type="application/mbox"
-        )
+        # Under daphne (ASGI) an async iterator, so that Django sends each part as it is read;
+        # under WSGI a plain one. Either way, one batch of messages in memory at a time.
+        asgi = isinstance(request._request, ASGIRequest)
+        parts = (selectors.inbox_mbox_async if asgi else selectors.inbox_mbox)(workspace, inbox)
+        response = StreamingHttpResponse(parts, content_type="application/mbox")
         response["Content-Disposition"] = content_disposition_header(True, f"{inbox.address}.mbox")
         response["Content-Security-Policy"] = "default-src 'none'; sandbox"
         return response

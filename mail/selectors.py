@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -290,15 +290,13 @@ def raw_contents(workspace: Workspace, email_ids: Sequence[str]) -> dict[str, by
 EXPORT_BATCH_BYTES = 4 * 1024 * 1024  # raw bytes read per query (one larger message: alone)
 
 
-async def inbox_mbox(workspace: Workspace, inbox: Inbox) -> AsyncIterator[bytes]:
+def inbox_mbox(workspace: Workspace, inbox: Inbox) -> Iterator[bytes]:
     """The inbox's mail as an mboxrd file, oldest first, a few megabytes at a time: each
     page of ids is read without bytes, then their raw messages in batches of about
-    ``EXPORT_BATCH_BYTES``, so memory stays flat however large the inbox (every query runs in
-    a worker thread; nothing is held open between them)."""
-    page = sync_to_async(inbox_export_page)
-    contents = sync_to_async(raw_contents)
+    ``EXPORT_BATCH_BYTES`` (a larger message alone), so memory stays flat however large the
+    inbox; nothing is held open between queries."""
     after = ""
-    while entries := await page(workspace, inbox, after=after):
+    while entries := inbox_export_page(workspace, inbox, after=after):
         batch: list[ExportEntry] = []
         size = 0
         for entry in [*entries, None]:
@@ -306,7 +304,7 @@ async def inbox_mbox(workspace: Workspace, inbox: Inbox) -> AsyncIterator[bytes]
                 batch.append(entry)
                 size += entry.size
                 continue
-            raws = await contents(workspace, [e.id for e in batch])
+            raws = raw_contents(workspace, [e.id for e in batch])
             yield b"".join(
                 mbox.entry(e.envelope_from, e.received_at, raws[e.id])
                 for e in batch
@@ -315,6 +313,16 @@ async def inbox_mbox(workspace: Workspace, inbox: Inbox) -> AsyncIterator[bytes]
             del raws
             batch, size = ([entry], entry.size) if entry is not None else ([], 0)
         after = entries[-1].id
+
+
+async def inbox_mbox_async(workspace: Workspace, inbox: Inbox) -> AsyncIterator[bytes]:
+    """:func:`inbox_mbox` for an ASGI server: each step (its queries) in the thread that runs
+    the project's sync code, the event loop free meanwhile (Django would otherwise read a
+    sync iterator to its end into a list before sending the first byte)."""
+    parts = inbox_mbox(workspace, inbox)
+    step = sync_to_async(next)
+    while (part := await step(parts, None)) is not None:
+        yield part
 
 
 def emails_received_before(
