@@ -42,7 +42,7 @@ def read_back(body: bytes, tmp_path: Path) -> list[bytes]:
     path.write_bytes(body)
     box = mailbox.mbox(str(path), create=False)
     try:
-        return [mbox.unquote(box.get_bytes(key)) for key in box.keys()]
+        return [mbox.unquote(box.get_bytes(key)) for key in box.iterkeys()]
     finally:
         box.close()
 
@@ -93,9 +93,7 @@ def test_an_empty_inbox_exports_an_empty_file(api: Api, inbox: Inbox) -> None:
     assert response.status_code == 200 and b"".join(response) == b""
 
 
-def test_another_workspaces_inbox_is_not_found(
-    other_api: Api, inbox: Inbox
-) -> None:
+def test_another_workspaces_inbox_is_not_found(other_api: Api, inbox: Inbox) -> None:
     pipeline.receive_one(message(to=inbox.address), to=inbox.address)
     assert error_of(other_api.call("GET", f"inboxes/{inbox.pk}/export")) == (404, "not_found")
     assert error_of(other_api.call("GET", f"inboxes/{inbox.address}/export")) == (
@@ -139,12 +137,15 @@ def test_daphne_streams_the_export(
         process.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # keep Django's async-safety checks
     stack.start()
     try:
-        with stack.client(make_key(workspace, scopes=("read",))) as client:
-            with client.stream("GET", f"inboxes/{inbox.pk}/export") as response:
-                assert response.status_code == 200
-                assert response.headers["content-type"] == "application/mbox"
-                assert "content-length" not in response.headers  # streamed, not buffered
-                body = b"".join(response.iter_bytes())
+        key = make_key(workspace, scopes=("read",))
+        with (
+            stack.client(key) as client,
+            client.stream("GET", f"inboxes/{inbox.pk}/export") as response,
+        ):
+            assert response.status_code == 200
+            assert response.headers["content-type"] == "application/mbox"
+            assert "content-length" not in response.headers  # streamed, not buffered
+            body = b"".join(response.iter_bytes())
     finally:
         stack.stop()
     assert read_back(body, tmp_path) == raws

@@ -54,7 +54,9 @@ def raw_of(inbox: Inbox, kind: int, n: int) -> bytes:
 
 
 operation = st.one_of(
-    st.tuples(st.just("receive"), st.integers(0, 2), st.lists(st.integers(0, 2), min_size=1, max_size=4)),
+    st.tuples(
+        st.just("receive"), st.integers(0, 2), st.lists(st.integers(0, 2), min_size=1, max_size=4)
+    ),
     st.tuples(st.just("delete"), st.integers(0, 2), st.integers(0, 50)),
     st.tuples(st.just("read"), st.integers(0, 2), st.integers(0, 50)),
     st.tuples(st.just("age"), st.integers(0, 2), st.integers(1, 5)),
