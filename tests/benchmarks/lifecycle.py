@@ -288,7 +288,7 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "",
             f"Purge of {p['emails']:,} emails (4 KB raw each) in {p['inboxes']} expired inboxes, "
-            f"chunks of {p['chunk']}, while realistic 4 KB SMTP ingest runs "
+            f"chunks of {p['chunk']} with {p['pause']} s between them, while realistic 4 KB SMTP ingest runs "
             f"({p['runs']} runs of {p['messages']} messages, {CLIENTS} clients, 1 smtpd):",
             "",
             "| ingest | rate | runs | p99 ack | slowest ack | errors |",
@@ -335,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--export", type=int, default=100_000, help="emails in the exported inbox")
     parser.add_argument("--messages", type=int, default=1000, help="ingest messages per run")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--chunk", type=int, help="RETENTION_CHUNK of the purger (default: the setting's)"
+    )
+    parser.add_argument("--pause", type=float, help="RETENTION_PAUSE of the purger")
     parser.add_argument("--database", default=database.BENCH_DB)
     parser.add_argument("--only", choices=("purge", "export"))
     parser.add_argument("--purger", action="store_true", help=argparse.SUPPRESS)
@@ -347,6 +351,10 @@ def main(argv: list[str] | None = None) -> int:
     bench_url = database.with_database(base_url, database.BENCH_DB)
     env = child_env(bench_url, redis_url)
     env["CELERY_TASK_ALWAYS_EAGER"] = "false"
+    if args.chunk:
+        env["RETENTION_CHUNK"] = str(args.chunk)
+    if args.pause is not None:
+        env["RETENTION_PAUSE"] = str(args.pause)
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "args": vars(args)}
     stack: BenchStack | None = None
     log(f"database {database.BENCH_DB}: drop, create, migrate")
@@ -355,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
         database.migrate(env)
         database.setup_django(bench_url, redis_url, env["RATE_LIMIT_PER_MINUTE"])
         fixtures = database.create_fixtures(100)
+        from django.conf import settings
+
         from apikeys.models import Workspace
 
         Workspace.objects.filter(pk=fixtures.workspace_id).update(expired_inbox_grace_hours=0)
@@ -403,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
             results["purge"] = {
                 "emails": args.purge,
                 "inboxes": args.purge_inboxes,
-                "chunk": int(env.get("RETENTION_CHUNK", "500")),
+                "chunk": int(env.get("RETENTION_CHUNK", settings.RETENTION_CHUNK)),
+                "pause": float(env.get("RETENTION_PAUSE", settings.RETENTION_PAUSE)),
                 "runs": args.runs,
                 "messages": args.messages,
                 "without": without,
