@@ -296,8 +296,9 @@ OUTBOX_SWEEP_GRACE = env.float("OUTBOX_SWEEP_GRACE", default=10.0)
 OUTBOX_SWEEP_EVERY = env.float("OUTBOX_SWEEP_EVERY", default=15.0)  # seconds between sweeps
 # Retention (mail.services.retention_sweep): expired inboxes past their workspace's grace, then
 # mail past its workspace's maximum age, deleted RETENTION_CHUNK emails per transaction (the
-# inbox locks held for one chunk's DELETE, never the whole purge), with RETENTION_PAUSE seconds
-# between chunks, for at most RETENTION_SWEEP_SECONDS per run (the rest waits for the next).
+# inbox locks held for one chunk's DELETE, never the whole purge), resting RETENTION_PAUSE times
+# as long as each chunk took before the next (the sweep's share of the database is about
+# 1 / (1 + RETENTION_PAUSE)), for at most RETENTION_SWEEP_SECONDS per run (the rest waits).
 RETENTION_SWEEP_EVERY = env.float("RETENTION_SWEEP_EVERY", default=300.0)
 RETENTION_SWEEP_SECONDS = env.float("RETENTION_SWEEP_SECONDS", default=240.0)
 RETENTION_CHUNK = env.int("RETENTION_CHUNK", default=500)

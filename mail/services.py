@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from config.rows import placeholders
 from events import services as events
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
@@ -20,8 +21,9 @@ from inboxes.models import Inbox
 from labels import selectors as label_selectors
 from labels import services as label_services
 from labels.classifier.base import facts_of
+from labels.models import EmailLabel
 from mail import selectors as mail_selectors
-from mail.models import Email
+from mail.models import Attachment, Email, RawMessage
 
 
 def _set_read(email: Email, read: bool) -> bool:
@@ -139,22 +141,39 @@ def _lock_inboxes(workspace_id: str, inbox_ids: Sequence[str]) -> list[Inbox]:
 
 def _delete_locked(workspace_id: str, inbox: Inbox, email_ids: Sequence[str]) -> int:
     """Deletes those of ``email_ids`` still in ``inbox`` (locked by the caller) with their raw
-    bytes, attachments and labels, and moves its counters by what went."""
-    rows = list(
-        Email.objects.filter(
-            workspace_id=workspace_id, inbox_id=inbox.pk, pk__in=email_ids
-        ).values_list("pk", "read")
+    bytes, attachments and labels, and moves its counters by what went.
+
+    Four plain ``DELETE``s (labels, attachments, raw bytes, emails; the foreign keys are checked
+    at commit), the last two ``RETURNING`` what the counters need: the ORM's cascade would first
+    read the emails and then delete each related table by a query of its own, a chunk's cost
+    that the purge of a million emails pays two thousand times."""
+    ids = list(email_ids)
+    if not ids:
+        return 0
+    mine = (
+        f"SELECT id FROM {Email._meta.db_table} WHERE workspace_id = %s AND inbox_id = %s "
+        f"AND id IN ({placeholders(len(ids))})"
     )
+    scope = [workspace_id, inbox.pk, *ids]
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {EmailLabel._meta.db_table} WHERE email_id IN ({mine})", scope)
+        cursor.execute(
+            f"DELETE FROM {Attachment._meta.db_table} WHERE email_id IN ({mine}) "
+            "RETURNING CASE WHEN content IS NULL THEN 0 ELSE size END",
+            scope,
+        )
+        apart = sum(size for (size,) in cursor.fetchall())
+        cursor.execute(f"DELETE FROM {RawMessage._meta.db_table} WHERE email_id IN ({mine})", scope)
+        cursor.execute(
+            f"DELETE FROM {Email._meta.db_table} WHERE id IN ({mine}) RETURNING read, size", scope
+        )
+        rows = cursor.fetchall()
     if not rows:
         return 0
-    present = [pk for pk, _ in rows]
-    size = mail_selectors.stored_bytes_of(workspace_id, present)
-    # only("pk"): the collector reads the emails it cascades from; their bodies stay unread.
-    Email.objects.filter(workspace_id=workspace_id, pk__in=present).only("pk").delete()
     Inbox.objects.filter(workspace_id=workspace_id, pk=inbox.pk).update(
         email_count=F("email_count") - len(rows),
-        unread_count=F("unread_count") - sum(1 for _, read in rows if not read),
-        stored_bytes=F("stored_bytes") - size,
+        unread_count=F("unread_count") - sum(1 for read, _ in rows if not read),
+        stored_bytes=F("stored_bytes") - sum(size for _, size in rows) - apart,
     )
     return len(rows)
 
@@ -187,6 +206,7 @@ def inbox_purge(
     false also when ``deadline`` (``time.monotonic()``) passed first: the next sweep goes on."""
     chunk = settings.RETENTION_CHUNK
     while True:
+        started = time.monotonic()
         with transaction.atomic():
             inbox = next(iter(_lock_inboxes(workspace_id, [inbox_id])), None)
             if inbox is None:
@@ -206,12 +226,14 @@ def inbox_purge(
             _delete_locked(workspace_id, inbox, ids)
         if deadline is not None and time.monotonic() >= deadline:
             return False
-        _pause()
+        _pause(time.monotonic() - started)
 
 
-def _pause() -> None:
+def _pause(busy: float) -> None:
+    """Between two chunks: ``RETENTION_PAUSE`` times as long as the last one took, so the sweep
+    uses about 1 / (1 + RETENTION_PAUSE) of the time it runs and leaves the rest to ingest."""
     if settings.RETENTION_PAUSE:
-        time.sleep(settings.RETENTION_PAUSE)
+        time.sleep(settings.RETENTION_PAUSE * busy)
 
 
 @dataclass
@@ -254,14 +276,14 @@ def retention_sweep(*, now: datetime | None = None, seconds: float | None = None
                     return swept
     for workspace_id, days in inbox_selectors.retention_ages():
         cutoff = now - timedelta(days=days)
-        while time.monotonic() < deadline:
+        while (started := time.monotonic()) < deadline:
             old = mail_selectors.emails_received_before(
                 workspace_id, cutoff, limit=settings.RETENTION_CHUNK
             )
             if not old:
                 break
             swept.emails += emails_delete_chunk(workspace_id=workspace_id, email_ids=old)
-            _pause()
+            _pause(time.monotonic() - started)
     return swept
 
 

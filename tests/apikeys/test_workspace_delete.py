@@ -23,7 +23,7 @@ from tests.conftest import Api, error_of
 from tests.factories import MembershipFactory
 from tests.mail.messages import PDF, message
 from webhooks import services as webhook_services
-from webhooks.models import Endpoint
+from webhooks.models import Delivery, Endpoint
 
 pytestmark = pytest.mark.django_db
 
@@ -45,6 +45,7 @@ def filled(workspace: Workspace, make_key: Callable[..., str]) -> dict[str, obje
         inbox_ids=[],
         label_keys=[],
     )
+    inbox_services.inbox_create(workspace=workspace, local_part="hooked")  # one delivery
     return {"key": plain}
 
 
@@ -57,6 +58,7 @@ def test_an_owner_deletes_the_workspace_with_everything_in_it(
     pipeline.receive_one(message(to=theirs.address), to=theirs.address)
     api = Api(filled["key"])
     assert api.call("GET", "inboxes").status_code == 200
+    assert Delivery.objects.filter(workspace_id=workspace.pk).count() == 1
     client.force_login(owner.user)
 
     page = client.get("/settings/")
@@ -70,7 +72,7 @@ def test_an_owner_deletes_the_workspace_with_everything_in_it(
     done = client.post("/settings/delete/", {"confirm": workspace.name})
     assert done.status_code == 302
     assert not Workspace.objects.filter(pk=workspace.pk).exists()
-    for model in (Inbox, Email, Label, Endpoint, ApiKey, Membership):
+    for model in (Inbox, Email, Label, Endpoint, Delivery, ApiKey, Membership):
         assert not model.objects.filter(workspace_id=workspace.pk).exists(), model
     assert not RawMessage.objects.filter(email__workspace_id=workspace.pk).exists()
     assert not Attachment.objects.filter(email__workspace_id=workspace.pk).exists()
