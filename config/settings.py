@@ -302,7 +302,7 @@ OUTBOX_SWEEP_EVERY = env.float("OUTBOX_SWEEP_EVERY", default=15.0)  # seconds be
 RETENTION_SWEEP_EVERY = env.float("RETENTION_SWEEP_EVERY", default=300.0)
 RETENTION_SWEEP_SECONDS = env.float("RETENTION_SWEEP_SECONDS", default=240.0)
 RETENTION_CHUNK = env.int("RETENTION_CHUNK", default=500)
-RETENTION_PAUSE = env.float("RETENTION_PAUSE", default=0.0)
+RETENTION_PAUSE = env.float("RETENTION_PAUSE", default=3.0)
 # The periodic jobs: run by Celery beat (the Procfile's beat) and, in embedded mode, by
 # `manage.py serve` in-process. A setting rather than code in config/celery.py, which Celery reads
 # through config_from_object: importing the Celery app then reads no settings, so a program can

@@ -288,7 +288,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "",
             f"Purge of {p['emails']:,} emails (4 KB raw each) in {p['inboxes']} expired inboxes, "
-            f"chunks of {p['chunk']} with {p['pause']} s between them, while realistic 4 KB SMTP ingest runs "
+            f"chunks of {p['chunk']}, resting {p['pause']} times each chunk's time between "
+            "them (`RETENTION_PAUSE`), while realistic 4 KB SMTP ingest runs "
             f"({p['runs']} runs of {p['messages']} messages, {CLIENTS} clients, 1 smtpd):",
             "",
             "| ingest | rate | runs | p99 ack | slowest ack | errors |",

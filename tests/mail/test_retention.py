@@ -33,6 +33,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _small_chunks(settings) -> None:  # type: ignore[no-untyped-def]
     settings.RETENTION_CHUNK = 2  # several chunks per inbox, as a large purge takes
+    settings.RETENTION_PAUSE = 0
 
 
 def deliver(inbox: Inbox, subject: str = "Hi") -> str:
