@@ -326,21 +326,26 @@ async def inbox_mbox_async(workspace: Workspace, inbox: Inbox) -> AsyncIterator[
 
 
 def emails_received_before(
-    workspace_id: str, cutoff: datetime, *, limit: int
-) -> list[tuple[str, str]]:
-    """``(email id, inbox id)`` of the workspace's oldest mail received before ``cutoff``
-    (the ``(workspace, received_at)`` index), at most ``limit``: the retention sweep's chunk."""
-    return list(
-        Email.objects.filter(workspace_id=workspace_id, received_at__lt=cutoff)
-        .order_by("received_at")
-        .values_list("pk", "inbox_id")[:limit]
-    )
+    workspace_id: str, cutoff: datetime, *, since: datetime | None = None, limit: int
+) -> list[tuple[str, str, datetime]]:
+    """``(email id, inbox id, received_at)`` of the workspace's oldest mail received before
+    ``cutoff`` and not before ``since`` (the ``(workspace, received_at)`` index), at most
+    ``limit``: the retention sweep's chunk. ``since`` is the last chunk's newest time: the scan
+    then starts past the index entries of the rows just deleted (not yet vacuumed, a purge
+    that always began at the oldest end would step over all of them every time)."""
+    rows = Email.objects.filter(workspace_id=workspace_id, received_at__lt=cutoff)
+    if since is not None:
+        rows = rows.filter(received_at__gte=since)
+    return list(rows.order_by("received_at").values_list("pk", "inbox_id", "received_at")[:limit])
 
 
-def email_ids_of_inbox(workspace_id: str, inbox_id: str, *, limit: int) -> list[str]:
-    """The ids of an inbox's oldest ``limit`` emails (the ``(inbox, -id)`` index)."""
+def email_ids_of_inbox(
+    workspace_id: str, inbox_id: str, *, after: str = "", limit: int
+) -> list[str]:
+    """The ids of an inbox's oldest ``limit`` emails after the id ``after`` (the ``(inbox,
+    -id)`` index; keyset, for the reason :func:`emails_received_before` gives)."""
     return list(
-        Email.objects.filter(workspace_id=workspace_id, inbox_id=inbox_id)
+        Email.objects.filter(workspace_id=workspace_id, inbox_id=inbox_id, pk__gt=after)
         .order_by("pk")
         .values_list("pk", flat=True)[:limit]
     )

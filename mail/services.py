@@ -208,6 +208,7 @@ def inbox_purge(
     extended meanwhile is active again and keeps what is left). Returns whether the inbox went;
     false also when ``deadline`` (``time.monotonic()``) passed first: the next sweep goes on."""
     chunk = settings.RETENTION_CHUNK
+    after = ""  # keyset: each chunk's index scan starts past what the last one deleted
     while True:
         started = time.monotonic()
         with transaction.atomic():
@@ -218,15 +219,14 @@ def inbox_purge(
                 inbox.expires_at is None or inbox.expires_at > expired_before
             ):
                 return False
-            ids = list(
-                Email.objects.filter(workspace_id=workspace_id, inbox_id=inbox_id)
-                .order_by("pk")
-                .values_list("pk", flat=True)[:chunk]
+            ids = mail_selectors.email_ids_of_inbox(
+                workspace_id, inbox_id, after=after, limit=chunk
             )
             if not ids:
                 inbox_services.inbox_delete(inbox=inbox, reason=reason)
                 return True
             _delete_locked(workspace_id, inbox, ids)
+            after = ids[-1]
         if deadline is not None and time.monotonic() >= deadline:
             return False
         _pause(time.monotonic() - started)
@@ -279,13 +279,17 @@ def retention_sweep(*, now: datetime | None = None, seconds: float | None = None
                     return swept
     for workspace_id, days in inbox_selectors.retention_ages():
         cutoff = now - timedelta(days=days)
+        since = None  # keyset, as in inbox_purge: never rescan what was deleted
         while (started := time.monotonic()) < deadline:
             old = mail_selectors.emails_received_before(
-                workspace_id, cutoff, limit=settings.RETENTION_CHUNK
+                workspace_id, cutoff, since=since, limit=settings.RETENTION_CHUNK
             )
             if not old:
                 break
-            swept.emails += emails_delete_chunk(workspace_id=workspace_id, email_ids=old)
+            since = old[-1][2]
+            swept.emails += emails_delete_chunk(
+                workspace_id=workspace_id, email_ids=[(pk, inbox) for pk, inbox, _ in old]
+            )
             _pause(time.monotonic() - started)
     return swept
 
@@ -296,12 +300,14 @@ def workspace_mail_purge(workspace_id: str) -> int:
     to load). Emits nothing: the workspace's endpoints and streams go with it."""
     deleted = 0
     for inbox_id in inbox_selectors.inbox_ids_of(workspace_id):
+        after = ""
         while True:
             ids = mail_selectors.email_ids_of_inbox(
-                workspace_id, inbox_id, limit=settings.RETENTION_CHUNK
+                workspace_id, inbox_id, after=after, limit=settings.RETENTION_CHUNK
             )
             if not ids:
                 break
+            after = ids[-1]
             deleted += emails_delete_chunk(
                 workspace_id=workspace_id, email_ids=[(pk, inbox_id) for pk in ids]
             )
