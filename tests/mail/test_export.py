@@ -135,7 +135,10 @@ def test_daphne_streams_the_export(
     stack = Stack(connection.settings_dict["NAME"])
     for process in {id(p): p for p in (stack.web, stack.smtp)}.values():
         process.env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # keep Django's async-safety checks
-    stack.start()
+    try:
+        stack.start()
+    except RuntimeError as error:
+        raise AssertionError("\n".join(stack.web.logs)) from error
     try:
         key = make_key(workspace, scopes=("read",))
         with (
