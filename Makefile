@@ -85,15 +85,15 @@ test: install browser
 # The fast tier, run after every edit: every test that needs no live process, no second thread's
 # view of committed data and no browser (the `live` marker, set by tests/conftest.py), against
 # PostgreSQL and Redis, with the generated hostile-mail matrix at 1,000 messages (make test runs
-# 10,000), on both cores (pytest-xdist: a test database per worker; the matrices' figures are
+# 10,000) and the property tests at a fifth of their examples (tests/sizes.py), on both cores (pytest-xdist: a test database per worker; the matrices' figures are
 # printed by make test, not here).
 test-fast: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.preflight
 	$(BIN)/lint-imports
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
-		CONN_MAX_AGE=0 HOSTILE_MAIL_MESSAGES=1000 $(BIN)/python -m pytest -q -p no:cacheprovider \
-		-m 'not live' -n 2
+		CONN_MAX_AGE=0 HOSTILE_MAIL_MESSAGES=1000 TEST_TIER=fast $(BIN)/python -m pytest -q \
+		-p no:cacheprovider -m "not live" -n 2 --dist worksteal
 
 # Each pass runs on TEST_WORKERS pytest-xdist workers (make test: two passes of two workers on
 # the two cores; a live test spends much of its time waiting on the processes it started). A

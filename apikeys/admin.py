@@ -15,7 +15,9 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from apikeys import services
-from apikeys.models import ApiKey, Invitation, Membership, Workspace
+from apikeys.audit import actor_of
+from apikeys.models import ApiKey, AuditEntry, Invitation, Membership, Workspace
+from config.admin import ReadOnlyAdmin
 
 
 class MembershipInline(admin.TabularInline):
@@ -96,7 +98,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = 0
         for key in queryset.filter(revoked_at__isnull=True):
-            services.api_key_revoke(key=key)
+            services.api_key_revoke(key=key, by=actor_of(request))
             revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
 
@@ -138,3 +140,36 @@ class InvitationAdmin(admin.ModelAdmin):
             revoked_at=timezone.now()
         )
         self.message_user(request, f"Withdrew {count} invitation(s).", messages.SUCCESS)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    """Read-only: the log is append-only (``apikeys.audit``); only its retention sweep deletes."""
+
+    list_display = [
+        "created_at",
+        "workspace",
+        "action",
+        "actor_type",
+        "actor_name",
+        "target_name",
+        "ip",
+    ]
+    list_filter = ["action", "actor_type"]
+    search_fields = ["actor_name", "actor_id", "target_name", "target_id", "ip"]
+    date_hierarchy = "created_at"
+    ordering = ["-id"]
+    fields = readonly_fields = [
+        "id",
+        "created_at",
+        "workspace",
+        "actor_type",
+        "actor_id",
+        "actor_name",
+        "action",
+        "target_type",
+        "target_id",
+        "target_name",
+        "changes",
+        "ip",
+    ]

@@ -1,4 +1,4 @@
-"""/keys and /me."""
+"""/keys, /me and /audit."""
 
 from __future__ import annotations
 
@@ -9,14 +9,18 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apikeys import selectors, services
+from apikeys.audit import actor_of
 from apikeys.principal import Principal
 from apikeys.serializers import (
+    AuditEntryOut,
+    AuditListQuery,
     KeyCreatedOut,
     KeyCreateIn,
     KeyListQuery,
     KeyOut,
     KeyUpdateIn,
     MeOut,
+    audit_record,
 )
 from config.api.pagination import page_response
 from config.api.query import parse_query
@@ -61,6 +65,7 @@ class KeysApi(APIView):
         created = services.api_key_create(
             workspace=principal.workspace,
             created_by=principal.user,
+            by=actor_of(request),
             **body.validated_data,
         )
         return Response({**KeyOut(created.key).data, "key": created.plain})
@@ -82,7 +87,7 @@ class KeyApi(APIView):
         key = selectors.api_key_get(request.auth.workspace, key_id)
         body = KeyUpdateIn(data=request.data)
         body.is_valid(raise_exception=True)
-        key = services.api_key_update(key=key, **body.validated_data)
+        key = services.api_key_update(key=key, by=actor_of(request), **body.validated_data)
         return Response(KeyOut(key).data)
 
     @extend_schema(
@@ -93,7 +98,7 @@ class KeyApi(APIView):
     )
     def delete(self, request: Request, key_id: str) -> Response:
         key = selectors.api_key_get(request.auth.workspace, key_id)
-        services.api_key_revoke(key=key)
+        services.api_key_revoke(key=key, by=actor_of(request))
         return Response({"deleted": True, "id": key.pk})
 
 
@@ -144,3 +149,32 @@ class MeApi(APIView):
                 "role": principal.role,
             }
         return Response(MeOut(body).data)
+
+
+class AuditApi(APIView):
+    scopes = {"GET": "admin"}
+    tags = ["Organization"]
+    query = {"GET": AuditListQuery}
+
+    @extend_schema(
+        operation_id="listAuditEntries",
+        summary="List the audit log",
+        description="Every change a person or key made in the workspace, newest first: keys "
+        "created, changed and revoked; invitations, members added, re-roled and removed; "
+        "settings; domains; labels; webhook endpoints; inboxes deleted; outbox decisions; "
+        "sign-ins (successful and failed) and password changes of the workspace's members. "
+        "Each entry names its actor and target as they were at the time, the changed fields "
+        "(never a secret) and the client's address. The log is append-only; entries older "
+        "than the workspace's `audit_retention_days` are deleted.",
+        responses=page_of(AuditEntryOut),
+    )
+    def get(self, request: Request) -> Response:
+        query = parse_query(AuditListQuery, request)
+        rows = selectors.audit_list(
+            request.auth.workspace,
+            actor=query.get("actor"),
+            action=query.get("action"),
+            since=query.get("since"),
+            until=query.get("until"),
+        )
+        return page_response(rows, query, AuditEntryOut, audit_record)

@@ -1,4 +1,5 @@
-"""Dashboard pages of the tenancy app: sign-in, password, switcher, members, keys, settings."""
+"""Dashboard pages of the tenancy app: sign-in, password, switcher, members, keys, settings,
+audit log."""
 
 from __future__ import annotations
 
@@ -30,4 +31,5 @@ urlpatterns = [
     path("settings/", views.workspace_settings, name="workspace_settings"),
     path("settings/save/", views.workspace_settings_update, name="workspace_settings_update"),
     path("settings/delete/", views.workspace_delete, name="workspace_delete"),
+    path("audit/", views.audit_log, name="audit_log"),
 ]

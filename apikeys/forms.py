@@ -171,10 +171,12 @@ class WorkspaceSettingsForm(forms.Form):
     )
     expired_inbox_grace_hours = forms.IntegerField(
         label="Hours an expired inbox is kept",
+        required=False,
         min_value=0,
         max_value=MAX_GRACE_HOURS,
         help_text="Then it is deleted with all its mail (inbox.deleted). 0 deletes it at expiry; "
-        "until then it stays readable by id and extending it makes it active again.",
+        "until then it stays readable by id and extending it makes it active again (empty: "
+        "unchanged).",
     )
     email_retention_days = forms.IntegerField(
         label="Days mail is kept",
@@ -183,6 +185,13 @@ class WorkspaceSettingsForm(forms.Form):
         max_value=MAX_AGE_DAYS,
         help_text="Mail older than this is deleted from every inbox, permanent ones included. "
         "Empty: mail is kept as long as its inbox.",
+    )
+    audit_retention_days = forms.IntegerField(
+        label="Keep the audit log for (days)",
+        min_value=1,
+        max_value=3650,
+        required=False,
+        help_text="Older entries are deleted by a daily sweep (empty: unchanged).",
     )
 
     def __init__(self, *args: object, **kwargs: object) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -18,6 +19,10 @@ def _ws_id() -> str:
 
 def _key_id() -> str:
     return new_id("key")
+
+
+def _audit_id() -> str:
+    return new_id("aud")
 
 
 class Scope(models.TextChoices):
@@ -62,10 +67,20 @@ class Workspace(models.Model):
     # many hours after its expiry (0: at expiry); mail older than email_retention_days is
     # deleted from every inbox, permanent ones included (null: kept until its inbox goes).
     expired_inbox_grace_hours = models.PositiveIntegerField(
-        default=168, help_text="Hours an expired inbox is kept before it is deleted with its mail."
+        default=168,
+        db_default=168,  # as audit_retention_days: rows written by code older than the field
+        help_text="Hours an expired inbox is kept before it is deleted with its mail.",
     )
     email_retention_days = models.PositiveIntegerField(
         null=True, blank=True, help_text="Mail older than this is deleted; empty keeps it."
+    )
+    # db_default too: rows written by code that predates the field (a rolling deploy, an older
+    # migration's historical model) get it from the database.
+    audit_retention_days = models.PositiveIntegerField(
+        default=365,
+        db_default=365,
+        validators=[MinValueValidator(1), MaxValueValidator(3650)],
+        help_text="Audit log entries older than this many days are deleted by a periodic sweep.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -218,3 +233,51 @@ class Invitation(models.Model):
         if self.expires_at <= (now or timezone.now()):
             return "expired"
         return "pending"
+
+
+class AuditEntry(models.Model):
+    """One change a person or key made (``apikeys.audit.record`` writes it, in the change's
+    transaction). Append-only: a saved entry is never updated; only the retention sweep
+    (``apikeys.audit.prune``) deletes. The actor and target are copied in (type, id, name), not
+    referenced, so an entry outlives the key, user or object it names.
+
+    ``workspace`` is empty only for a failed sign-in naming no known account (the operator sees
+    it in the Django admin); an account's sign-ins and password changes are written once into
+    each workspace the account belongs to.
+    """
+
+    id = models.CharField(primary_key=True, max_length=32, default=_audit_id, editable=False)
+    workspace = models.ForeignKey(
+        Workspace, null=True, on_delete=models.CASCADE, related_name="audit_entries"
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    actor_type = models.CharField(max_length=10)  # user | key | system | anonymous
+    actor_id = models.CharField(max_length=64, blank=True)
+    actor_name = models.CharField(max_length=254, blank=True)
+    action = models.CharField(max_length=64)
+    target_type = models.CharField(max_length=32)
+    target_id = models.CharField(max_length=64, blank=True)
+    target_name = models.CharField(max_length=254, blank=True)
+    changes = models.JSONField(default=dict, blank=True)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace")
+
+    class Meta:
+        verbose_name = "audit log entry"
+        verbose_name_plural = "audit log"
+        indexes = [
+            # GET /audit: a workspace's entries newest first (by id, which is time-ordered).
+            models.Index(fields=["workspace", "-id"], name="audit_ws_list"),
+            # The retention sweep: a workspace's entries older than its cut-off.
+            models.Index(fields=["workspace", "created_at"], name="audit_ws_age"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_name or self.actor_type} at {self.created_at}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if not self._state.adding:
+            raise RuntimeError("Audit log entries are append-only.")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]

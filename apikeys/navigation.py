@@ -42,6 +42,7 @@ NAV: tuple[NavEntry, ...] = (
     NavEntry("Webhooks", "/webhooks/", ("webhooks",)),
     NavEntry("Members", "/members/", ("members",), scope="admin"),
     NavEntry("Settings", "/settings/", ("settings",)),
+    NavEntry("Audit log", "/audit/", ("audit",), scope="admin"),
 )
 
 

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import hmac
+from datetime import datetime
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, QuerySet, Value, When
 from django.utils import timezone
 
 from apikeys import tokens
 from apikeys.exceptions import InvalidKey, InvitationNotValid, KeyExpired, KeyRevoked
-from apikeys.models import ApiKey, Invitation, Membership, Role, Workspace, may_manage
+from apikeys.models import (
+    ApiKey,
+    AuditEntry,
+    Invitation,
+    Membership,
+    Role,
+    Workspace,
+    may_manage,
+)
 from config.api.errors import NotFound, Unauthorized
 
 
@@ -197,3 +207,38 @@ def invitation_problem(invitation: Invitation) -> str | None:
             "Ask an owner or admin there for a new invitation."
         )
     return None
+
+
+def user_by_name(name: str) -> AbstractBaseUser | None:
+    """The account whose user name (its lower-case e-mail) is ``name``, if any."""
+    return get_user_model().objects.filter(username=name.strip().lower()).first()
+
+
+def audit_list(
+    workspace: Workspace,
+    *,
+    actor: str | None = None,
+    action: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> QuerySet[AuditEntry]:
+    """The workspace's audit log, filtered: ``actor`` is a key or user id (or ``system`` /
+    ``anonymous``), ``action`` an exact action or a prefix ending in ``.`` (``key.``), ``since``
+    inclusive and ``until`` exclusive."""
+    rows = AuditEntry.objects.filter(workspace=workspace)
+    if actor:
+        if actor in ("system", "anonymous"):
+            rows = rows.filter(actor_type=actor)
+        else:
+            rows = rows.filter(actor_id=actor)
+    if action:
+        rows = (
+            rows.filter(action__startswith=action)
+            if action.endswith(".")
+            else rows.filter(action=action)
+        )
+    if since is not None:
+        rows = rows.filter(created_at__gte=since)
+    if until is not None:
+        rows = rows.filter(created_at__lt=until)
+    return rows

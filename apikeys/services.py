@@ -18,7 +18,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from apikeys import tokens
+from apikeys import audit, tokens
+from apikeys.audit import Actor, Target
 from apikeys.exceptions import (
     AccountExists,
     AlreadyInvited,
@@ -79,21 +80,48 @@ def user_get_or_create(*, email: str, password: str | None = None) -> AbstractBa
     return user
 
 
-def user_set_password(*, user: AbstractBaseUser, password: str) -> None:
-    """Sets a user's password (the operator's ``bootstrap --reset-password``; never a workspace
-    admin's)."""
-    user.set_password(password)
-    user.save(update_fields=["password"])
+def user_set_password(*, user: AbstractBaseUser, password: str, by: Actor) -> None:
+    """Sets a user's password: their own change on the dashboard, or the operator's
+    ``bootstrap --reset-password``; never a workspace admin's. Audited as
+    ``user.password_changed`` in each of the account's workspaces."""
+    with transaction.atomic():
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        audit.record_account(user=user, by=by, action="user.password_changed")
 
 
-def membership_set(*, workspace: Workspace, user: AbstractBaseUser, role: str) -> Membership:
-    """Adds the user to the workspace with ``role``, or changes their role."""
-    membership, created = Membership.objects.get_or_create(
-        workspace=workspace, user=user, defaults={"role": role}
-    )
-    if not created and membership.role != role:
-        membership.role = role
-        membership.save(update_fields=["role"])
+def _member_target(membership: Membership) -> Target:
+    return Target("member", str(membership.pk), membership.user.get_username())
+
+
+def membership_set(
+    *, workspace: Workspace, user: AbstractBaseUser, role: str, by: Actor
+) -> Membership:
+    """Adds the user to the workspace with ``role``, or changes their role (the operator's
+    ``bootstrap``)."""
+    with transaction.atomic():
+        membership, created = Membership.objects.get_or_create(
+            workspace=workspace, user=user, defaults={"role": role}
+        )
+        if created:
+            audit.record(
+                workspace=workspace,
+                by=by,
+                action="member.added",
+                target=_member_target(membership),
+                changes={"role": {"after": role}},
+            )
+        elif membership.role != role:
+            before = membership.role
+            membership.role = role
+            membership.save(update_fields=["role"])
+            audit.record(
+                workspace=workspace,
+                by=by,
+                action="member.role_changed",
+                target=_member_target(membership),
+                changes={"role": {"before": before, "after": role}},
+            )
     return membership
 
 
@@ -145,7 +173,7 @@ def _pending(queryset: QuerySet[Invitation]) -> QuerySet[Invitation]:
     )
 
 
-def invitation_create(*, actor: Membership, email: str, role: str) -> CreatedInvitation:
+def invitation_create(*, actor: Membership, email: str, role: str, by: Actor) -> CreatedInvitation:
     """Invites ``email`` to the actor's workspace with ``role``; the plain link secret is in the
     returned value only. Who may invite whom is ``models.may_manage``."""
     workspace = actor.workspace
@@ -171,21 +199,35 @@ def invitation_create(*, actor: Membership, email: str, role: str) -> CreatedInv
             invited_by=actor.user,
             expires_at=timezone.now() + timedelta(hours=settings.INVITATION_TTL_HOURS),
         )
+        audit.record(
+            workspace=workspace,
+            by=by,
+            action="invitation.created",
+            target=Target("invitation", str(invitation.pk), email),
+            changes=audit.created(invitation, ["email", "role"]),
+        )
     return CreatedInvitation(invitation=invitation, plain=plain)
 
 
-def invitation_revoke(*, actor: Membership, invitation: Invitation) -> Invitation:
+def invitation_revoke(*, actor: Membership, invitation: Invitation, by: Actor) -> Invitation:
     """Revokes a pending invitation: its link stops working at once."""
     _check_manager(actor, invitation.workspace)
     if not may_manage(actor.role, invitation.role):
         raise RoleNotAllowed("Only owners can revoke an invitation to become an owner.")
     with transaction.atomic():
-        Invitation.objects.filter(
+        revoked = Invitation.objects.filter(
             workspace_id=invitation.workspace_id,
             pk=invitation.pk,
             accepted_at__isnull=True,
             revoked_at__isnull=True,
         ).update(revoked_at=timezone.now())
+        if revoked:
+            audit.record(
+                workspace=invitation.workspace_id,
+                by=by,
+                action="invitation.revoked",
+                target=Target("invitation", str(invitation.pk), invitation.email),
+            )
     invitation.refresh_from_db(fields=["revoked_at", "accepted_at"])
     return invitation
 
@@ -205,14 +247,22 @@ def _lock_pending(plain: str) -> Invitation:
     return invitation
 
 
-def _accept(invitation: Invitation, user: AbstractBaseUser) -> Membership:
-    membership, _ = Membership.objects.get_or_create(
+def _accept(invitation: Invitation, user: AbstractBaseUser, ip: str | None) -> Membership:
+    membership, created = Membership.objects.get_or_create(
         workspace=invitation.workspace, user=user, defaults={"role": invitation.role}
     )
     invitation.accepted_at = timezone.now()
     invitation.accepted_by = user
     invitation.save(update_fields=["accepted_at", "accepted_by"])
     membership.workspace = invitation.workspace
+    if created:
+        audit.record(
+            workspace=invitation.workspace,
+            by=Actor.of_user(user, ip),
+            action="member.added",
+            target=_member_target(membership),
+            changes={"role": {"after": membership.role}},
+        )
     return membership
 
 
@@ -221,7 +271,7 @@ def user_email(user: AbstractBaseUser) -> str:
     return (getattr(user, "email", "") or user.get_username()).strip().lower()
 
 
-def invitation_accept(*, plain: str, user: AbstractBaseUser) -> Membership:
+def invitation_accept(*, plain: str, user: AbstractBaseUser, ip: str | None) -> Membership:
     """A signed-in account accepts an invitation addressed to its own e-mail address."""
     with transaction.atomic():
         invitation = _lock_pending(plain)
@@ -231,7 +281,7 @@ def invitation_accept(*, plain: str, user: AbstractBaseUser) -> Membership:
                 f"{user.get_username()}. Sign out, then open the link again and sign in as "
                 f"{invitation.email}."
             )
-        return _accept(invitation, user)
+        return _accept(invitation, user, ip)
 
 
 def account_exists(email: str) -> bool:
@@ -242,7 +292,7 @@ def account_exists(email: str) -> bool:
     ).exists()
 
 
-def invitation_accept_new(*, plain: str, password: str) -> Membership:
+def invitation_accept_new(*, plain: str, password: str, ip: str | None) -> Membership:
     """Creates the invitee's account with the password they chose, and joins the workspace.
 
     Refused when an account with the address exists: its owner signs in and accepts instead.
@@ -267,7 +317,7 @@ def invitation_accept_new(*, plain: str, password: str) -> Membership:
                 )
         except IntegrityError:  # created a moment ago by someone else's request
             raise AccountExists() from None
-        return _accept(invitation, user)
+        return _accept(invitation, user, ip)
 
 
 def invitation_mail(*, invitation: Invitation, link: str) -> str | None:
@@ -301,7 +351,9 @@ def invitation_mail(*, invitation: Invitation, link: str) -> str | None:
     return None
 
 
-def membership_role_set(*, actor: Membership, membership: Membership, role: str) -> Membership:
+def membership_role_set(
+    *, actor: Membership, membership: Membership, role: str, by: Actor
+) -> Membership:
     """Changes a member's role; only owners grant or take away the owner role; one owner stays."""
     _check_manager(actor, membership.workspace)
     _check_role(role)
@@ -314,12 +366,20 @@ def membership_role_set(*, actor: Membership, membership: Membership, role: str)
             return membership
         if membership.role == Role.OWNER and owners == [membership.pk]:
             raise LastOwner()
+        before = membership.role
         membership.role = role
         membership.save(update_fields=["role"])
+        audit.record(
+            workspace=membership.workspace_id,
+            by=by,
+            action="member.role_changed",
+            target=_member_target(membership),
+            changes={"role": {"before": before, "after": role}},
+        )
     return membership
 
 
-def membership_remove(*, actor: Membership, membership: Membership) -> None:
+def membership_remove(*, actor: Membership, membership: Membership, by: Actor) -> None:
     """Removes a member from the workspace; only owners remove owners; one owner stays."""
     _check_manager(actor, membership.workspace)
     with transaction.atomic():
@@ -328,7 +388,17 @@ def membership_remove(*, actor: Membership, membership: Membership) -> None:
             raise RoleNotAllowed()
         if owners == [membership.pk]:
             raise LastOwner()
-        Membership.objects.filter(workspace_id=membership.workspace_id, pk=membership.pk).delete()
+        removed, _ = Membership.objects.filter(
+            workspace_id=membership.workspace_id, pk=membership.pk
+        ).delete()
+        if removed:
+            audit.record(
+                workspace=membership.workspace_id,
+                by=by,
+                action="member.removed",
+                target=_member_target(membership),
+                changes={"role": {"before": membership.role}},
+            )
 
 
 UNCHANGED: Any = object()
@@ -343,6 +413,8 @@ def workspace_update(
     allow_permanent_inboxes: bool | None = None,
     expired_inbox_grace_hours: int | None = None,
     email_retention_days: Any = UNCHANGED,
+    audit_retention_days: int | None = None,
+    by: Actor,
 ) -> Workspace:
     """Changes the actor's workspace settings (owners and admins); ``None`` leaves a field alone.
 
@@ -380,14 +452,25 @@ def workspace_update(
                 "email_retention_days", f"Use 1 to {MAX_AGE_DAYS} days, or leave it empty."
             )
         changes["email_retention_days"] = email_retention_days
+    if audit_retention_days is not None:
+        if not 1 <= audit_retention_days <= 3650:
+            raise ValidationFailed.at("audit_retention_days", "Keep the log 1 to 3650 days.")
+        changes["audit_retention_days"] = int(audit_retention_days)
     with transaction.atomic():
         workspace = Workspace.objects.select_for_update().get(pk=actor.workspace_id)
         changed = [f for f, v in changes.items() if getattr(workspace, f) != v]
+        before = {f: getattr(workspace, f) for f in changed}
         for field in changed:
             setattr(workspace, field, changes[field])
         if changed:
             workspace.save(update_fields=changed)
-            # Audit (issue 30, item 5): one entry for these changed settings goes here.
+            audit.record(
+                workspace=workspace,
+                by=by,
+                action="workspace.updated",
+                target=Target("workspace", workspace.pk, workspace.name),
+                changes=audit.diff(before, {f: changes[f] for f in changed}),
+            )
     actor.workspace = workspace
     return workspace
 
@@ -423,7 +506,8 @@ def workspace_delete(*, actor: Membership, confirm: str) -> None:
     for hook in _before_workspace_delete:
         hook(workspace.pk)
     with transaction.atomic():
-        # Audit (issue 30, item 5): the workspace's deletion by ``actor`` is recorded here.
+        # No audit entry: the workspace's entries are deleted with it (their foreign key
+        # cascades); a record that outlives the workspace would belong in the operator's log.
         events.forget_workspace(workspace.pk)
         Workspace.objects.filter(pk=workspace.pk).delete()
 
@@ -443,11 +527,38 @@ def api_key_create(
     expires_in_days: int | None = None,
     require_approval: bool = False,
     created_by: AbstractBaseUser | None = None,
+    by: Actor,
 ) -> CreatedKey:
     """A new key; the plain key exists only in the returned value."""
     plain = tokens.generate()
     ordered = [s for s in ALL_SCOPES if s in set(scopes)]
-    key = ApiKey.objects.create(
+    with transaction.atomic():
+        key = _api_key_insert(
+            workspace, name, kind, ordered, plain, expires_in_days, require_approval, created_by
+        )
+        audit.record(
+            workspace=workspace,
+            by=by,
+            action="key.created",
+            target=Target("key", key.pk, key.name),
+            changes=audit.created(
+                key, ["name", "kind", "scopes", "require_approval", "expires_at"]
+            ),
+        )
+    return CreatedKey(key=key, plain=plain)
+
+
+def _api_key_insert(
+    workspace: Workspace,
+    name: str,
+    kind: str,
+    ordered: list[str],
+    plain: str,
+    expires_in_days: int | None,
+    require_approval: bool,
+    created_by: AbstractBaseUser | None,
+) -> ApiKey:
+    return ApiKey.objects.create(
         workspace=workspace,
         name=name,
         kind=kind,
@@ -462,23 +573,39 @@ def api_key_create(
         ),
         created_by=created_by,
     )
-    return CreatedKey(key=key, plain=plain)
 
 
-def api_key_update(*, key: ApiKey, require_approval: bool) -> ApiKey:
+def api_key_update(*, key: ApiKey, require_approval: bool, by: Actor) -> ApiKey:
     """Changes whether mail sent with the key waits for approval."""
     if key.require_approval != require_approval:
-        key.require_approval = require_approval
-        key.save(update_fields=["require_approval"])
+        with transaction.atomic():
+            key.require_approval = require_approval
+            key.save(update_fields=["require_approval"])
+            audit.record(
+                workspace=key.workspace_id,
+                by=by,
+                action="key.updated",
+                target=Target("key", key.pk, key.name),
+                changes={
+                    "require_approval": {"before": not require_approval, "after": require_approval}
+                },
+            )
     return key
 
 
-def api_key_revoke(*, key: ApiKey) -> ApiKey:
+def api_key_revoke(*, key: ApiKey, by: Actor) -> ApiKey:
     """Revokes the key at once; later requests with it are 401."""
     with transaction.atomic():
-        ApiKey.objects.filter(
+        revoked = ApiKey.objects.filter(
             workspace_id=key.workspace_id, pk=key.pk, revoked_at__isnull=True
         ).update(revoked_at=timezone.now())
+        if revoked:
+            audit.record(
+                workspace=key.workspace_id,
+                by=by,
+                action="key.revoked",
+                target=Target("key", key.pk, key.name),
+            )
     key.refresh_from_db(fields=["revoked_at"])
     return key
 
@@ -537,16 +664,17 @@ def bootstrap(
     every start; each run used to leave one more valid admin key behind).
     """
     User = get_user_model()
+    by = Actor.system("manage.py bootstrap")
     with transaction.atomic():
         workspace = workspace_get_or_create(name=workspace_name, require_approval=require_approval)
         existed = User.objects.filter(username=owner_email.strip().lower()).exists()
         owner = user_get_or_create(email=owner_email, password=password)
         password_set = not existed or reset_password
         if existed and reset_password:
-            user_set_password(user=owner, password=password)
+            user_set_password(user=owner, password=password, by=by)
         if superuser:
             user_make_superuser(user=owner)
-        membership_set(workspace=workspace, user=owner, role=Role.OWNER)
+        membership_set(workspace=workspace, user=owner, role=Role.OWNER, by=by)
         kept = _admin_key_to_keep(workspace, keep_key) if keep_key else None
         if kept is not None:
             created = CreatedKey(key=kept, plain=keep_key or "")
@@ -557,5 +685,6 @@ def bootstrap(
                 kind=KeyKind.PERSONAL,
                 scopes=ALL_SCOPES,
                 created_by=owner,
+                by=by,
             )
     return Bootstrapped(workspace, owner, created, password_set)

@@ -11,6 +11,11 @@ leases and then adds one only below the cap. Each process renews the leases it h
 ``LEASE_RENEW_SECONDS`` from one thread; a process that dies stops renewing, and its slots come
 free ``LEASE_SECONDS`` later instead of never. Without Redis (embedded mode: one process) the
 slots are a counter in memory.
+
+A slot is taken in a thread (Redis is blocking) by a request that may be cancelled meanwhile (its
+client left, an MCP call's task group was cancelled): :func:`settled` awaits such a call so that
+a slot it took after its caller was cancelled is given back, never renewed for the life of the
+process; :func:`aclose_slot` gives a slot back even when its caller is being cancelled.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from django.conf import settings
@@ -233,6 +239,30 @@ def close_slot(lease: Lease) -> None:
 
 async def aclose_slot(lease: Lease) -> None:
     """:func:`close_slot` from async code: the lease is no longer renewed from the first line on,
-    so even a cancelled caller cannot keep the slot beyond ``LEASE_SECONDS``."""
+    and the drop runs to its end even when the caller is cancelled while it waits for it (an
+    anyio cancel scope cancels every later ``await`` of a cancelled task)."""
     if _slots.forget(lease):
-        await asyncio.to_thread(_slots.drop, lease)
+        await asyncio.shield(asyncio.to_thread(_slots.drop, lease))
+
+
+T = TypeVar("T")
+
+
+async def settled(call: Awaitable[T], lease_of: Callable[[T], Lease | None]) -> T:
+    """``await call`` — a thread's work that ends by taking a slot (:func:`open_slot`) — such
+    that a caller cancelled before the result reaches it does not keep the slot: the work runs
+    to its end, and the slot it took (``lease_of(result)``) is given back then."""
+    future = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        future.add_done_callback(functools.partial(_give_back, lease_of))
+        raise
+
+
+def _give_back(lease_of: Callable[[Any], Lease | None], done: asyncio.Future) -> None:
+    if done.cancelled() or done.exception() is not None:
+        return
+    lease = lease_of(done.result())
+    if lease is not None and _slots.forget(lease):
+        threading.Thread(target=_slots.drop, args=(lease,), name="slot-drop", daemon=True).start()

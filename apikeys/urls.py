@@ -10,4 +10,5 @@ urlpatterns = [
     path("keys", api.KeysApi.as_view()),
     path("keys/<str:key_id>", api.KeyApi.as_view()),
     path("me", api.MeApi.as_view()),
+    path("audit", api.AuditApi.as_view()),
 ]

@@ -1,5 +1,5 @@
 """Dashboard pages of the tenancy app: sign-in, password, workspace switcher, members and
-invitations, API keys and workspace settings.
+invitations, API keys, workspace settings and the audit log.
 
 Views stay thin: they validate a form, call one service of ``apikeys.services`` (the same the
 API and the management commands use) and render; coded errors become flash notices.
@@ -8,15 +8,18 @@ API and the management commands use) and render; coded errors become flash notic
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login as auth_login
+from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.db.models import Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -25,7 +28,8 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from apikeys import selectors, services
+from apikeys import audit, selectors, services
+from apikeys.audit import actor_of
 from apikeys.dashboard import add_api_error, may, member_required
 from apikeys.exceptions import AccountExists, InvitationNotValid
 from apikeys.forms import (
@@ -50,17 +54,52 @@ from apikeys.models import (
     may_delete_workspace,
     may_manage,
 )
+from apikeys.signin import client_address
 from config.api.errors import ApiError, NotFound
+from config.api.pagination import paginate
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
-login = auth_views.LoginView.as_view(
-    authentication_form=EmailAuthenticationForm, redirect_authenticated_user=True
-)
+
+class LoginView(auth_views.LoginView):
+    """Django's sign-in page; every sign-in, and every refused one, is written to the audit
+    log with the client address (``apikeys.audit``)."""
+
+    authentication_form = EmailAuthenticationForm
+    redirect_authenticated_user = True
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        with transaction.atomic():
+            response = super().form_valid(form)
+            audit.sign_in_succeeded(user=form.get_user(), ip=client_address(self.request))
+        return response
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        if any(e.code == "invalid_login" for e in form.errors.as_data().get("__all__", [])):
+            name = form.cleaned_data.get("username") or ""
+            audit.sign_in_failed(
+                user=selectors.user_by_name(name) if name else None,
+                ip=client_address(self.request),
+            )
+        return super().form_invalid(form)
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    """Django's password change page, saving through ``services.user_set_password`` (audited)."""
+
+    success_url = reverse_lazy("password_change_done")
+
+    def form_valid(self, form: Any) -> HttpResponse:
+        services.user_set_password(
+            user=form.user, password=form.cleaned_data["new_password1"], by=actor_of(self.request)
+        )
+        update_session_auth_hash(self.request, form.user)
+        return HttpResponseRedirect(self.get_success_url())
+
+
+login = LoginView.as_view()
 logout = auth_views.LogoutView.as_view()
-password_change = auth_views.PasswordChangeView.as_view(
-    success_url=reverse_lazy("password_change_done")
-)
+password_change = PasswordChangeView.as_view()
 password_change_done = auth_views.PasswordChangeDoneView.as_view()
 
 
@@ -152,7 +191,10 @@ def member_add(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             created = services.invitation_create(
-                actor=actor, email=form.cleaned_data["email"], role=form.cleaned_data["role"]
+                actor=actor,
+                email=form.cleaned_data["email"],
+                role=form.cleaned_data["role"],
+                by=actor_of(request),
             )
         except ApiError as error:
             add_api_error(form, error)
@@ -184,7 +226,7 @@ def invitation_revoke(request: HttpRequest, invitation_id: int) -> HttpResponse:
     except NotFound as error:
         raise Http404(error.message) from error
     try:
-        services.invitation_revoke(actor=actor, invitation=invitation)
+        services.invitation_revoke(actor=actor, invitation=invitation, by=actor_of(request))
     except ApiError as error:
         messages.error(request, error.message)
     else:
@@ -222,7 +264,9 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
             return _invitation_page(request, {**context, "wrong_account": True}, status=403)
         if request.method == "POST":
             try:
-                membership = services.invitation_accept(plain=token, user=request.user)
+                membership = services.invitation_accept(
+                    plain=token, user=request.user, ip=client_address(request)
+                )
             except ApiError as error:
                 return _invitation_page(request, {"problem": error.message}, status=error.status)
             return _joined(request, membership)
@@ -234,7 +278,7 @@ def invitation(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             membership = services.invitation_accept_new(
-                plain=token, password=form.cleaned_data["password"]
+                plain=token, password=form.cleaned_data["password"], ip=client_address(request)
             )
         except AccountExists:  # created meanwhile: the page now asks to sign in
             return redirect(request.path)
@@ -266,6 +310,7 @@ def member_role(request: HttpRequest, membership_id: int) -> HttpResponse:
             actor=request.membership,  # type: ignore[attr-defined]
             membership=target,
             role=form.cleaned_data["role"],
+            by=actor_of(request),
         )
     except ApiError as error:
         messages.error(request, error.message)
@@ -280,7 +325,7 @@ def member_remove(request: HttpRequest, membership_id: int) -> HttpResponse:
     target = _target(request, membership_id)
     actor: Membership = request.membership  # type: ignore[attr-defined]
     try:
-        services.membership_remove(actor=actor, membership=target)
+        services.membership_remove(actor=actor, membership=target, by=actor_of(request))
     except ApiError as error:
         messages.error(request, error.message)
         return redirect("members")
@@ -352,6 +397,7 @@ def key_create(request: HttpRequest) -> HttpResponse:
             expires_in_days=form.cleaned_data["expires_in_days"],
             require_approval=form.cleaned_data["require_approval"],
             created_by=request.user,
+            by=actor_of(request),
         )
     except ApiError as error:
         form.add_error(None, error.message)
@@ -396,7 +442,7 @@ def key_approval(request: HttpRequest, key_id: str) -> HttpResponse:
     form.is_valid()
     wanted = bool(form.cleaned_data.get("require_approval"))
     try:
-        services.api_key_update(key=key, require_approval=wanted)
+        services.api_key_update(key=key, require_approval=wanted, by=actor_of(request))
     except ApiError as error:
         messages.error(request, error.message)
     else:
@@ -415,7 +461,7 @@ def key_revoke(request: HttpRequest, key_id: str) -> HttpResponse:
     """DELETE /keys/{id} for a session: revokes the key at once."""
     key = _key(request, key_id)
     try:
-        services.api_key_revoke(key=key)
+        services.api_key_revoke(key=key, by=actor_of(request))
     except ApiError as error:
         messages.error(request, error.message)
     else:
@@ -439,6 +485,7 @@ def _settings_page(request: HttpRequest, form: WorkspaceSettingsForm | None = No
                 "allow_permanent_inboxes": workspace.allow_permanent_inboxes,
                 "expired_inbox_grace_hours": workspace.expired_inbox_grace_hours,
                 "email_retention_days": workspace.email_retention_days,
+                "audit_retention_days": workspace.audit_retention_days,
             }
         )
     context = {
@@ -469,7 +516,11 @@ def workspace_settings_update(request: HttpRequest) -> HttpResponse:
     form = WorkspaceSettingsForm(request.POST)
     if form.is_valid():
         try:
-            services.workspace_update(actor=request.membership, **form.cleaned_data)  # type: ignore[attr-defined]
+            services.workspace_update(
+                actor=request.membership,  # type: ignore[attr-defined]
+                by=actor_of(request),
+                **form.cleaned_data,
+            )
         except ApiError as error:
             add_api_error(form, error)
         else:
@@ -498,3 +549,57 @@ def workspace_delete(request: HttpRequest) -> HttpResponse:
             return redirect("/")
     context = {"workspace": membership.workspace, "form": form}
     return render(request, "apikeys/workspace_delete.html", context)
+
+
+# --- audit log ------------------------------------------------------------------------------------
+
+_AUDIT_PAGE = 50
+
+
+def _shown(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _change_rows(changes: dict) -> list[dict[str, object]]:
+    """An entry's changes as the page shows them: each value as JSON, strings as they are."""
+    return [
+        {
+            "field": field,
+            "before": _shown(change["before"]) if "before" in change else None,
+            "after": _shown(change["after"]) if "after" in change else None,
+        }
+        for field, change in changes.items()
+    ]
+
+
+@member_required(roles=MANAGER_ROLES)
+def audit_log(request: HttpRequest) -> HttpResponse:
+    """The workspace's audit log, newest first, filtered by action and actor like GET /audit
+    (``selectors.audit_list``, the same paging)."""
+    workspace = request.membership.workspace  # type: ignore[attr-defined]
+    action = request.GET.get("action", "").strip()[:64]
+    actor = request.GET.get("actor", "").strip()[:64]
+    rows = selectors.audit_list(workspace, actor=actor or None, action=action or None)
+    try:
+        entries, next_cursor = paginate(
+            rows, limit=_AUDIT_PAGE, cursor=request.GET.get("cursor") or None
+        )
+    except ApiError:  # a cursor edited by hand: the first page
+        entries, next_cursor = paginate(rows, limit=_AUDIT_PAGE, cursor=None)
+    more = (
+        "?"
+        + urlencode(
+            {k: v for k, v in (("action", action), ("actor", actor)) if v} | {"cursor": next_cursor}
+        )
+        if next_cursor
+        else ""
+    )
+    context = {
+        "entries": [(entry, _change_rows(entry.changes)) for entry in entries],
+        "action": action,
+        "actor": actor,
+        "actions": sorted(audit.ACTIONS),
+        "next_url": more,
+        "retention_days": workspace.audit_retention_days,
+    }
+    return render(request, "apikeys/audit.html", context)

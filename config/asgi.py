@@ -41,6 +41,7 @@ async def mcp(scope: dict[str, Any], receive: Any, send: Any) -> None:
         from outbox.mcp.asgi import mcp_app
 
         _mcp_app = mcp_app
+        gc.freeze()  # the SDK's modules live as long as the process, as the rest (below)
     await _mcp_app(scope, receive, send)
 
 

@@ -310,6 +310,8 @@ RETENTION_PAUSE = env.float("RETENTION_PAUSE", default=3.0)
 CELERY_BEAT_SCHEDULE = {
     "expire-inboxes": {"task": "inboxes.expire_due", "schedule": 30.0},
     "prune-events": {"task": "events.prune", "schedule": 600.0},
+    # Each workspace's audit_retention_days (apikeys.audit.prune), in batches.
+    "prune-audit-log": {"task": "apikeys.prune_audit", "schedule": 3600.0},
     "announce-overdue-emails": {"task": "mail.announce_overdue", "schedule": 15.0},
     "sweep-webhook-deliveries": {"task": "webhooks.sweep", "schedule": WEBHOOK_SWEEP_EVERY},
     "sweep-outbox-deliveries": {"task": "outbox.sweep", "schedule": OUTBOX_SWEEP_EVERY},

@@ -7,6 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikeys.audit import actor_of
 from config.api.errors import FeatureDisabled, LimitReached
 from config.api.pagination import page_body, page_response
 from config.api.query import parse_query
@@ -183,5 +184,5 @@ class InboxApi(APIView):
     def delete(self, request: Request, inbox_id: str) -> Response:
         inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
         deleted_id = inbox.pk
-        services.inbox_delete(inbox=inbox)
+        services.inbox_delete(inbox=inbox, by=actor_of(request))
         return Response({"deleted": True, "id": deleted_id})

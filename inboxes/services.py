@@ -11,6 +11,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from apikeys import audit
+from apikeys.audit import Actor, Target
 from apikeys.models import Workspace
 from apikeys.principal import Principal
 from config.api.errors import FeatureDisabled, LimitReached, NotFound, ValidationFailed
@@ -49,7 +51,12 @@ def domain_name_clean(domain: str) -> str:
 
 
 def domain_add(
-    *, workspace: Workspace, domain: str, catch_all: bool = False, verified: bool = False
+    *,
+    workspace: Workspace,
+    domain: str,
+    catch_all: bool = False,
+    verified: bool = False,
+    by: Actor,
 ) -> Domain:
     """Gives the workspace a custom domain, unverified (idempotent for the same workspace).
 
@@ -71,14 +78,27 @@ def domain_add(
         if verified and not row.verified:
             row.verified, row.verified_at, row.failed_checks = True, None, 0
             changed += ["verified", "verified_at", "failed_checks"]
+        adding = row._state.adding
         try:
             with transaction.atomic():
-                if row._state.adding:
+                if adding:
                     row.save()
                 elif changed:
                     row.save(update_fields=changed)
         except IntegrityError:  # raced with another claim of the same name
             raise taken from None
+        if adding or "catch_all" in changed:
+            audit.record(
+                workspace=workspace,
+                by=by,
+                action="domain.added" if adding else "domain.updated",
+                target=Target("domain", row.pk, row.domain),
+                changes=(
+                    audit.created(row, ["domain", "catch_all"])
+                    if adding
+                    else {"catch_all": {"before": not catch_all, "after": catch_all}}
+                ),
+            )
     return row
 
 
@@ -183,7 +203,7 @@ def domains_recheck_due(*, now: datetime | None = None, limit: int = 100) -> int
     return count
 
 
-def domain_remove(*, workspace: Workspace, domain: str) -> None:
+def domain_remove(*, workspace: Workspace, domain: str, by: Actor) -> None:
     """Removes a custom domain of the workspace; refused while inboxes still use it."""
     name = domain.strip().lower().rstrip(".")
     row = Domain.objects.filter(workspace=workspace, domain=name).first()
@@ -196,6 +216,12 @@ def domain_remove(*, workspace: Workspace, domain: str) -> None:
                 f"{used} inbox{'es' if used != 1 else ''} still use{'s' if used == 1 else ''} "
                 f"{name}; delete them first."
             )
+        audit.record(
+            workspace=workspace,
+            by=by,
+            action="domain.removed",
+            target=Target("domain", row.pk, row.domain),
+        )
         row.delete()
 
 
@@ -402,12 +428,19 @@ DELETED_BY_REQUEST = "request"  # DELETE /inboxes/{id}, the dashboard, an agent'
 DELETED_BY_RETENTION = "retention"  # its workspace's grace after expiry ran out
 
 
-def inbox_delete(*, inbox: Inbox, reason: str = DELETED_BY_REQUEST) -> None:
+def inbox_delete(*, inbox: Inbox, by: Actor, reason: str = DELETED_BY_REQUEST) -> None:
     """Removes the inbox, all its mail (raw bytes and attachments included) and its event log;
     emits ``inbox.deleted``, the one event of the inbox that outlives it (the stream's last
     word and the webhook). The retention sweep deletes the mail a chunk at a time first
-    (``mail.services.inbox_purge``); here what is left goes by cascade, counters with it."""
+    (``mail.services.inbox_purge``, ``by`` the system); here what is left goes by cascade,
+    counters with it."""
     with transaction.atomic():
+        audit.record(
+            workspace=inbox.workspace_id,
+            by=by,
+            action="inbox.deleted",
+            target=Target("inbox", inbox.pk, inbox.address),
+        )
         events.forget_inbox(inbox.workspace_id, inbox.pk)
         record = inbox_record(inbox)
         inbox.delete()

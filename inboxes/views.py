@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from apikeys.audit import actor_of
 from apikeys.dashboard import may, member_required, refuse
 from apikeys.models import ROLE_SCOPES
 from apikeys.principal import Principal
@@ -148,7 +149,7 @@ def inbox_delete(request: HttpRequest, inbox_id: str) -> HttpResponse:
         return refuse(request, "delete inboxes")
     inbox = inbox_or_404(request, inbox_id)
     address = inbox.address
-    services.inbox_delete(inbox=inbox)
+    services.inbox_delete(inbox=inbox, by=actor_of(request))
     messages.success(request, f"Deleted {address} and all its mail.")
     return redirect("inbox_list")
 
@@ -189,7 +190,10 @@ def domain_add(request: HttpRequest) -> HttpResponse:
         return _domains_page(request, form)
     try:
         domain = services.domain_add(
-            workspace=workspace, domain=name, catch_all=form.cleaned_data["catch_all"]
+            workspace=workspace,
+            domain=name,
+            catch_all=form.cleaned_data["catch_all"],
+            by=actor_of(request),
         )
     except ApiError as error:
         form.add_error("domain", error.message)
@@ -247,6 +251,7 @@ def domain_catch_all(request: HttpRequest, domain: str) -> HttpResponse:
         workspace=request.membership.workspace,  # type: ignore[attr-defined]
         domain=name,
         catch_all=catch_all,
+        by=actor_of(request),
     )
     messages.success(request, f"Catch-all is {'on' if catch_all else 'off'} for {name}.")
     return redirect("domain_list")
@@ -260,7 +265,11 @@ def domain_remove(request: HttpRequest, domain: str) -> HttpResponse:
         return refuse(request, "manage domains")
     name = _custom_domain(request, domain)
     try:
-        services.domain_remove(workspace=request.membership.workspace, domain=name)  # type: ignore[attr-defined]
+        services.domain_remove(
+            workspace=request.membership.workspace,  # type: ignore[attr-defined]
+            domain=name,
+            by=actor_of(request),
+        )
     except ApiError as error:
         messages.error(request, error.message)
     else:

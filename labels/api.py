@@ -7,6 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikeys.audit import actor_of
 from config.api.errors import FeatureDisabled, NotFound
 from config.api.pagination import page_response
 from config.api.query import parse_query
@@ -60,7 +61,9 @@ class LabelsApi(APIView):
     def post(self, request: Request) -> Response:
         body = LabelCreateIn(data=request.data)
         body.is_valid(raise_exception=True)
-        label = services.label_create(workspace=request.auth.workspace, **body.validated_data)
+        label = services.label_create(
+            workspace=request.auth.workspace, by=actor_of(request), **body.validated_data
+        )
         return Response(LabelOut(label).data)
 
 
@@ -82,7 +85,7 @@ class LabelApi(APIView):
         label = selectors.label_get(request.auth.workspace, key)
         body = LabelUpdateIn(data=request.data)
         body.is_valid(raise_exception=True)
-        label = services.label_update(label=label, **body.validated_data)
+        label = services.label_update(label=label, by=actor_of(request), **body.validated_data)
         return Response(LabelOut(label).data)
 
     @extend_schema(
@@ -94,7 +97,7 @@ class LabelApi(APIView):
     def delete(self, request: Request, key: str) -> Response:
         label = selectors.label_get(request.auth.workspace, key)
         deleted = {"deleted": True, "id": label.pk, "key": label.key}
-        services.label_delete(label=label)
+        services.label_delete(label=label, by=actor_of(request))
         return Response(deleted)
 
 

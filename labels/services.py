@@ -11,6 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, models, transaction
 
+from apikeys import audit
+from apikeys.audit import Actor, Target
 from apikeys.models import Workspace
 from config.api.errors import FeatureDisabled, NotFound, ValidationFailed
 from config.changes import save_changes
@@ -34,29 +36,53 @@ def _require_classifier(workspace: Workspace, instructions: str) -> None:
         )
 
 
-def label_create(*, workspace: Workspace, key: str, name: str, **fields: Any) -> Label:
+_AUDITED = ["key", "name", "color", "instructions", "threshold", "rules", "enabled"]
+
+
+def _target(label: Label) -> Target:
+    return Target("label", label.pk, label.key)
+
+
+def label_create(*, workspace: Workspace, key: str, name: str, by: Actor, **fields: Any) -> Label:
     """A new label (409 label_exists when the key is taken)."""
     _require_classifier(workspace, fields.get("instructions", ""))
     if "rules" in fields:
         fields["rules"] = _valid_rules(fields["rules"])
     try:
         with transaction.atomic():
-            return Label.objects.create(workspace=workspace, key=key, name=name, **fields)
+            label = Label.objects.create(workspace=workspace, key=key, name=name, **fields)
+            audit.record(
+                workspace=workspace,
+                by=by,
+                action="label.created",
+                target=_target(label),
+                changes=audit.created(label, _AUDITED),
+            )
+            return label
     except IntegrityError:
         raise LabelExists(f"A label '{key}' exists.") from None
 
 
-def label_update(*, label: Label, **fields: Any) -> Label:
+def label_update(*, label: Label, by: Actor, **fields: Any) -> Label:
     """Changes the given fields only."""
     if "instructions" in fields:
         _require_classifier(label.workspace, fields["instructions"])
     if "rules" in fields:
         fields["rules"] = _valid_rules(fields["rules"])
     changed = [name for name, value in fields.items() if getattr(label, name) != value]
+    before = {name: getattr(label, name) for name in changed}
     for name in changed:
         setattr(label, name, fields[name])
     if changed:
-        save_changes(label, [*changed, "updated_at"], gone=NotFound("No such label."))
+        with transaction.atomic():
+            save_changes(label, [*changed, "updated_at"], gone=NotFound("No such label."))
+            audit.record(
+                workspace=label.workspace_id,
+                by=by,
+                action="label.updated",
+                target=_target(label),
+                changes=audit.diff(before, {name: fields[name] for name in changed}),
+            )
     return label
 
 
@@ -69,9 +95,13 @@ def _valid_rules(rules: Any) -> dict:
     return normalised
 
 
-def label_delete(*, label: Label) -> None:
+def label_delete(*, label: Label, by: Actor) -> None:
     """Deletes the label; it disappears from every email (cascade)."""
-    label.delete()
+    with transaction.atomic():
+        audit.record(
+            workspace=label.workspace_id, by=by, action="label.deleted", target=_target(label)
+        )
+        label.delete()
 
 
 def _label_dict(row: EmailLabel) -> dict:

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from apikeys.audit import actor_of
 from apikeys.dashboard import forbidden_page, may, member_required
 from apikeys.models import MANAGER_ROLES, Membership, Workspace
 from config.api.errors import ApiError, NotFound
@@ -76,7 +77,9 @@ def label_new(request: HttpRequest) -> HttpResponse:
     form = LabelForm(request.POST, creating=True)
     if form.is_valid():
         try:
-            label = services.label_create(workspace=workspace, **form.validated)
+            label = services.label_create(
+                workspace=workspace, by=actor_of(request), **form.validated
+            )
         except ApiError as error:
             form.add_error("key" if error.code == "label_exists" else None, error.message)
             for issue in error.issues or []:
@@ -111,7 +114,7 @@ def label_edit(request: HttpRequest, key: str) -> HttpResponse:
     form = LabelForm(request.POST, creating=False)
     if form.is_valid():
         try:
-            services.label_update(label=label, **form.validated)
+            services.label_update(label=label, by=actor_of(request), **form.validated)
         except ApiError as error:
             form.add_error(None, error.message)
             for issue in error.issues or []:
@@ -128,6 +131,6 @@ def label_delete(request: HttpRequest, key: str) -> HttpResponse:
     """Deletes the label; it disappears from every email."""
     label = _label(_membership(request).workspace, key)
     name = label.name
-    services.label_delete(label=label)
+    services.label_delete(label=label, by=actor_of(request))
     messages.success(request, f"Label “{name}” deleted and removed from every email.")
     return redirect("label_list")

@@ -80,8 +80,10 @@ class InboxEmailsApi(APIView):
         summary="List an inbox's emails",
         parameters=[INBOX_ID],
         responses=page_of(EmailSummaryOut),
-        description="The inbox's mail, newest first, filtered by `q`, `label`, "
-        "`unread` and `since`. List entries carry a preview; getEmail has the full record.",
+        description="The inbox's mail, newest first, filtered by `q` (a search language: "
+        "words, quoted phrases and operators such as `from:`, `has:code`, `is:unread`, "
+        "`-` to negate; see the parameter), `label`, `unread` and `since`. List entries carry "
+        "a preview; getEmail has the full record.",
     )
     def get(self, request: Request, inbox_id: str) -> Response:
         return _list(request, parse_query(EmailListQuery, request), inbox_id)
@@ -99,7 +101,9 @@ class EmailsApi(APIView):
         operation_id="listEmails",
         summary="List emails across inboxes",
         responses=page_of(EmailSummaryOut),
-        description="Mail of every inbox of the workspace (or of `inbox`), newest first.",
+        description="Mail of every inbox of the workspace (or of `inbox`), newest first, "
+        "filtered like listInboxEmails; `q` searches whole bodies, and `inbox:` in it names an "
+        "inbox too.",
     )
     def get(self, request: Request) -> Response:
         query = parse_query(AllEmailsQuery, request)

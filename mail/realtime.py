@@ -25,7 +25,7 @@ from rest_framework import serializers
 
 from apikeys import gate
 from apikeys.principal import Principal
-from apikeys.throttling import Lease, aclose_slot, open_slot
+from apikeys.throttling import Lease, aclose_slot, open_slot, settled
 from config.api.asgi import (
     Receive,
     Send,
@@ -105,11 +105,14 @@ async def _admitted(
 ) -> tuple[Principal, Inbox, dict[str, Any], Lease] | None:
     """:func:`_open` for the inbox of the route; None once the refusal has been answered."""
     try:
-        return await _open(
-            scope,
-            scope["url_route"]["kwargs"]["inbox_id"],
-            query_class,
-            allow_query_token=allow_query_token,
+        return await settled(
+            _open(
+                scope,
+                scope["url_route"]["kwargs"]["inbox_id"],
+                query_class,
+                allow_query_token=allow_query_token,
+            ),
+            lambda opened: opened[3],
         )
     except Exception as exc:
         error = to_api_error(exc)

@@ -8,12 +8,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db.models import Count, Prefetch, QuerySet, Sum
-from django.db.models.functions import Substr, TruncHour
+from django.db.models import BooleanField, Count, F, Func, Prefetch, Q, QuerySet, Sum, TextField
+from django.db.models.functions import Cast, Substr, TruncHour
 from django.utils import timezone
 
 from apikeys.models import Workspace
-from config.api.errors import NotFound
+from config.api.errors import NotFound, ValidationFailed
+from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
 from labels import rules as rules_engine
 from labels.classifier.base import EmailFacts, facts_of
@@ -23,6 +24,7 @@ from mail.exceptions import AttachmentNotFound, EmailNotFound
 from mail.message import mbox
 from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
+from mail.query import QueryError, Term, parse
 
 LIST_FIELDS = (
     "id",
@@ -46,6 +48,133 @@ def _with_labels(queryset: QuerySet[Email]) -> QuerySet[Email]:
     )
 
 
+class BodyMatches(Func):
+    """True where the text body has the words of ``words`` (in that order when ``phrase``),
+    through the full-text index of the 0005 migration: on PostgreSQL the generated column
+    ``body_tsv`` (``to_tsvector('simple', left(text, 100000))``, not a model field) and its
+    GIN index; on SQLite the FTS5 table ``mail_email_fts``. A single word is
+    ``plainto_tsquery`` (no recheck of the row), a phrase ``phraseto_tsquery``."""
+
+    output_field = BooleanField()
+
+    def __init__(self, words: str, *, phrase: bool) -> None:
+        super().__init__(F("id"))
+        self.words = words
+        self.phrase = phrase
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        pk, params = compiler.compile(self.source_expressions[0])
+        # The row's body_tsv, under whatever alias the query gives the table.
+        column = pk.rsplit(".", 1)[0] + '."body_tsv"' if "." in pk else '"body_tsv"'
+        function = "phraseto_tsquery" if self.phrase else "plainto_tsquery"
+        return f"{column} @@ {function}('simple'::regconfig, %s)", [*params, self.words]
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        pk, params = compiler.compile(self.source_expressions[0])
+        # One FTS5 phrase (the words in order), quoted as FTS5 quotes strings: never syntax.
+        phrase = '"' + self.words.replace('"', '""') + '"'
+        sql = f"{pk} IN (SELECT email_id FROM mail_email_fts WHERE mail_email_fts MATCH %s)"
+        return sql, [*params, phrase]
+
+
+class HeaderMatches(Func):
+    """True where the email has a header named ``name`` (ASCII case-insensitive), with the
+    value ``value`` (case-insensitive, whole value, surrounding space ignored) when given."""
+
+    output_field = BooleanField()
+
+    def __init__(self, name: str, value: str | None) -> None:
+        super().__init__(F("headers"))
+        self.name = name.lower()
+        self.value = value.lower() if value is not None else None
+
+    def _sql(self, compiler: Any, rows: str, name: str, value: str) -> tuple[str, list]:
+        headers, params = compiler.compile(self.source_expressions[0])
+        sql = f"EXISTS (SELECT 1 FROM {rows.format(headers)} WHERE lower({name}) = %s"
+        params = [*params, self.name]
+        if self.value is not None:
+            sql += f" AND lower(trim({value})) = %s"
+            params.append(self.value)
+        return sql + ")", params
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        return self._sql(compiler, "jsonb_array_elements({}) h", "h->>0", "h->>1")
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        return self._sql(
+            compiler,
+            "json_each({}) h",
+            "json_extract(h.value, '$[0]')",
+            "json_extract(h.value, '$[1]')",
+        )
+
+
+def _invalid(term: Term | QueryError, message: str) -> ValidationFailed:
+    """The 400 validation_error of a malformed ``q``: the issue names the term and where."""
+    source = term.source if isinstance(term, Term) else term.term
+    text = f"{message} Term `{source}` at character {term.position}."
+    return ValidationFailed(f"q: {text}", issues=[{"path": "q", "message": text}])
+
+
+def _term_filter(workspace: Workspace, term: Term) -> Q:
+    """The filter of one term of ``q`` (not yet negated)."""
+    value = term.value
+    if term.field == "text":
+        # Sender and subject (and the preview) as q always searched them, or the whole body.
+        return Q(search_text__contains=value.lower()) | Q(BodyMatches(value, phrase=term.phrase))
+    if term.field == "from":
+        return Q(from_address__icontains=value) | Q(from_name__icontains=value)
+    if term.field == "to":
+        return Q(envelope_to__icontains=value) | Q(to_text__icontains=value)
+    if term.field == "subject":
+        return Q(subject__icontains=value)
+    if term.field == "label":
+        if not Label.objects.filter(workspace=workspace, key=value).exists():
+            raise _invalid(term, "No label with this key.")
+        return Q(pk__in=EmailLabel.objects.filter(key=value).values("email_id"))
+    if term.field == "inbox":
+        try:
+            inbox = inbox_selectors.inbox_get(workspace, value)
+        except NotFound:
+            raise _invalid(term, "No inbox with this id or address.") from None
+        return Q(inbox=inbox)
+    if term.field == "header":
+        return Q(HeaderMatches(value, term.header_value))
+    if term.field == "has":
+        if value == "attachment":
+            return Q(has_attachments=True)
+        key = "code" if value == "code" else "link"
+        return Q(extracted__has_key=key) & ~Q(**{f"extracted__{key}": None})
+    if term.field == "is":
+        return Q(starred=True) if value == "starred" else Q(read=value == "read")
+    if term.field == "before":
+        return Q(received_at__lt=term.when)
+    return Q(received_at__gte=term.when)  # after
+
+
+def email_search(workspace: Workspace, queryset: QuerySet[Email], q: str) -> QuerySet[Email]:
+    """``queryset`` filtered by the query ``q`` (the language of :mod:`mail.query`; every
+    term ANDed); a malformed query, a ``label:`` the workspace has no label for or an
+    ``inbox:`` it has no inbox for is a 400 validation_error naming the term and its position.
+    Sender and subject terms also filter on ``search_text`` (which holds both, lower-cased)
+    where that is the same, so its trigram index can help."""
+    try:
+        terms = parse(q)
+    except QueryError as exc:
+        raise _invalid(exc, exc.message) from None
+    if any(t.field == "to" for t in terms):
+        queryset = queryset.annotate(to_text=Cast("to", TextField()))
+    for term in terms:
+        condition = _term_filter(workspace, term)
+        if term.negated:
+            queryset = queryset.filter(~condition)
+            continue
+        queryset = queryset.filter(condition)
+        if term.field in ("from", "subject"):
+            queryset = queryset.filter(search_text__contains=term.value.lower())
+    return queryset
+
+
 def email_list(
     workspace: Workspace,
     *,
@@ -55,14 +184,14 @@ def email_list(
     unread: bool | None = None,
     since: datetime | None = None,
 ) -> QuerySet[Email]:
-    """Emails of the workspace (or one of its inboxes) matching the list filters; a ``label``
-    the workspace has no label for is ``unknown_label`` (a misspelt key is not an empty list)."""
+    """Emails of the workspace (or one of its inboxes) matching the list filters; ``q`` is a
+    query of :mod:`mail.query` (:func:`email_search`); a ``label`` the workspace has no label
+    for is ``unknown_label`` (a misspelt key is not an empty list)."""
     queryset = Email.objects.filter(workspace=workspace)
     if inbox is not None:
         queryset = queryset.filter(inbox=inbox)
     if q:
-        # search_text is lower-cased at receipt; a plain LIKE uses the trigram index.
-        queryset = queryset.filter(search_text__contains=q.lower())
+        queryset = email_search(workspace, queryset, q)
     if label:
         if not Label.objects.filter(workspace=workspace, key=label).exists():
             # The key is not echoed: the client sent it, and the path names the parameter.

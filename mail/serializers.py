@@ -10,14 +10,31 @@ from rest_framework import serializers
 from config.api.inputs import JsonIn
 from config.api.query import PageQuery
 
+Q_HELP = (
+    "A search, every term ANDed (docs/api.md, Searching mail). A bare `word` or "
+    '`"quoted phrase"` matches the sender (address or name) or the subject as a '
+    "case-insensitive substring, or the whole text body by its words (a phrase: its words in "
+    "that order). Operators: `from:` (sender address or name), `to:` (the envelope recipient, "
+    "plus tag included, or a To address), `subject:` (substrings, case-insensitive), "
+    "`label:key`, `inbox:` (id or address), `header:Name=value` (whole value, "
+    "case-insensitive; `header:Name` alone: present), `has:attachment`, `has:code`, "
+    "`has:link`, `is:read`, `is:unread`, `is:starred`, `before:` and `after:` (a date, "
+    "`2026-11-27` = its midnight UTC, or an ISO 8601 date-time; `before:` strictly earlier, "
+    '`after:` at or after). An operator\'s value may be quoted (`subject:"your code"`). `-` '
+    "before any term negates it (`-from:bank`). A word whose part before its colon is no "
+    "operator (`10:30`, `re:`) is a plain word; no regular expressions or wildcards (`*`, `%` "
+    "are searched as they are). At most 20 terms. A malformed query (an unterminated quote, "
+    "an unknown `has:`/`is:` value, a date that is not one, an empty value, a lone `-`, a "
+    "`label:` or `inbox:` the workspace does not have) is 400 validation_error with one issue "
+    "at path `q` naming the term and its 0-based character position."
+)
+
 
 class EmailListQuery(PageQuery):
     default_limit = 25
     max_limit = 100
 
-    q = serializers.CharField(
-        required=False, max_length=200, help_text="Case-insensitive: sender, subject or preview."
-    )
+    q = serializers.CharField(required=False, max_length=200, help_text=Q_HELP)
     label = serializers.CharField(
         required=False,
         max_length=63,

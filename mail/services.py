@@ -13,6 +13,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apikeys.audit import Actor
 from config.rows import placeholders
 from events import services as events
 from inboxes import selectors as inbox_selectors
@@ -131,6 +132,9 @@ def email_delete(*, email: Email) -> None:
 # takes: a purge of a million emails never makes an SMTP session wait longer than one chunk.
 
 
+RETENTION = Actor.system("retention")  # who deletes an inbox past its grace (the audit log)
+
+
 def _lock_inboxes(workspace_id: str, inbox_ids: Sequence[str]) -> list[Inbox]:
     return list(
         Inbox.objects.select_for_update()
@@ -223,7 +227,7 @@ def inbox_purge(
                 workspace_id, inbox_id, after=after, limit=chunk
             )
             if not ids:
-                inbox_services.inbox_delete(inbox=inbox, reason=reason)
+                inbox_services.inbox_delete(inbox=inbox, by=RETENTION, reason=reason)
                 return True
             _delete_locked(workspace_id, inbox, ids)
             after = ids[-1]

@@ -20,7 +20,7 @@ from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
 
 from apikeys.dashboard import may, member_required, refuse
-from config.api.errors import ApiError, NotFound
+from config.api.errors import ApiError, NotFound, ValidationFailed
 from config.api.pagination import paginate
 from inboxes.forms import LIFETIMES, InboxLifetimeForm
 from inboxes.views import inbox_or_404
@@ -74,12 +74,21 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
         q = search.cleaned_data["q"].strip()
         unread = True if search.cleaned_data["unread"] else None
     # The list fields plus ``extracted`` for the code badge (one query, no per-row loads).
-    rows_query = selectors.email_list(
-        request.membership.workspace,  # type: ignore[attr-defined]
-        inbox=inbox,
-        q=q,
-        unread=unread,
-    ).only(*selectors.LIST_FIELDS, "extracted")
+    # ``q`` is the API's query language (mail.query); a malformed one is said above the list.
+    search_error = ""
+    try:
+        rows_query = selectors.email_list(
+            request.membership.workspace,  # type: ignore[attr-defined]
+            inbox=inbox,
+            q=q,
+            unread=unread,
+        ).only(*selectors.LIST_FIELDS, "extracted")
+    except ValidationFailed as exc:
+        search_error = (exc.issues or [{"message": exc.message}])[0]["message"]
+        rows_query = selectors.email_list(
+            request.membership.workspace,  # type: ignore[attr-defined]
+            inbox=inbox,
+        ).none()
     try:
         rows, next_cursor = paginate(
             rows_query, limit=PAGE_SIZE, cursor=request.GET.get("cursor") or None
@@ -92,6 +101,7 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
         "next_cursor": next_cursor,
         "paged": bool(request.GET.get("cursor")),
         "search": search,
+        "search_error": search_error,
         "filtered": bool(q) or bool(unread),
         "can_write": may(request, "write"),
         "lifetime_form": InboxLifetimeForm(),

@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikeys.audit import actor_of
 from apikeys.models import role_may
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
@@ -180,7 +181,11 @@ class DecisionApi(APIView):
         body = DecisionIn(data=request.data)
         body.is_valid(raise_exception=True)
         item = services.decide(
-            item=item, user=principal.user, role=principal.role, **body.validated_data
+            item=item,
+            user=principal.user,
+            role=principal.role,
+            by=actor_of(request),
+            **body.validated_data,
         )
         return _render(request, item)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from apikeys import gate
 from apikeys.principal import Principal
-from apikeys.throttling import Lease, aclose_slot, open_slot
+from apikeys.throttling import Lease, aclose_slot, open_slot, settled
 from apikeys.watch import key_watch
 from config.api.asgi import Receive, Send, db_call, query_params, send_error, send_json
 from config.api.errors import ApiError
@@ -75,7 +75,7 @@ async def _take_slot(
     taken: list[tuple[Principal, Lease] | None] = []
 
     async def resolve(inner: dict[str, Any], _receive: Receive, _send: Send) -> None:
-        taken.append(await _slot(inner))
+        taken.append(await settled(_slot(inner), lambda slot: slot[1] if slot else None))
 
     await AuthMiddlewareStack(resolve)(scope, receive, send)
     return taken[0]

@@ -15,6 +15,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apikeys import audit
+from apikeys.audit import Actor, Target
 from apikeys.models import ApiKey, Membership, role_may
 from apikeys.principal import Principal
 from config.api.errors import Forbidden, ValidationFailed
@@ -254,6 +256,7 @@ def decide(
     note: str = "",
     subject: str | None = None,
     text: str | None = None,
+    by: Actor,
 ) -> OutboxItem:
     """Approve (optionally with edits) or reject a pending item; exactly one decision wins.
 
@@ -272,6 +275,7 @@ def decide(
         if locked.status != Status.PENDING:
             raise InvalidState(f"The item is {locked.status}, not pending.")
         locked.decided_by, locked.decided_at, locked.decision_note = user, now, note
+        before = {"subject": locked.subject, "text": locked.text}
         if decision == "approve" and locked.kind == Kind.FORWARD:
             # Sent as received: the same subject or text given back is no edit, any other is.
             edited = [
@@ -311,6 +315,20 @@ def decide(
             locked.status = Status.REJECTED
             locked.save()
             _emit(locked, OUTBOUND_REJECTED)
+        changes: dict[str, dict[str, Any]] = {
+            "to": {"after": locked.to},
+            "note": {"after": note},
+            "edited": {"after": before["text"] != locked.text},
+        }
+        if before["subject"] != locked.subject:
+            changes["subject"] = {"before": before["subject"], "after": locked.subject}
+        audit.record(
+            workspace=locked.workspace_id,
+            by=by,
+            action="outbox.approved" if decision == "approve" else "outbox.rejected",
+            target=Target("outbox_item", locked.pk, locked.subject),
+            changes=changes,
+        )
     return locked
 
 

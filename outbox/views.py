@@ -19,6 +19,7 @@ from django.shortcuts import redirect, render
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
+from apikeys.audit import actor_of
 from apikeys.dashboard import may, member_required
 from apikeys.models import MANAGER_ROLES, Membership
 from config.api.errors import ApiError, NotFound
@@ -175,6 +176,7 @@ def approval_decide(request: HttpRequest, item_id: str) -> HttpResponse:
             role=_membership(request).role,
             decision=decision,
             note=form.cleaned_data["note"],
+            by=actor_of(request),
             **edits,
         )
     except ApiError as error:

@@ -10,9 +10,12 @@ from django.conf import settings as django_settings
 from rest_framework.test import APIClient
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.dns_server import DnsServer
 from tests.factories import WorkspaceFactory
+
+TEST_ACTOR = Actor.system("tests")
 
 ALL = ("read", "write", "send", "admin")
 
@@ -69,7 +72,7 @@ def other_workspace(db: None) -> Workspace:
 def make_key(db: None) -> Callable[..., str]:
     def make(workspace: Workspace, scopes: tuple[str, ...] = ALL, **kwargs: object) -> str:
         return key_services.api_key_create(
-            workspace=workspace, name="test key", scopes=scopes, **kwargs
+            workspace=workspace, name="test key", scopes=scopes, **{"by": TEST_ACTOR, **kwargs}
         ).plain
 
     return make

@@ -21,6 +21,8 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
+from apikeys.audit import Actor
+
 if TYPE_CHECKING:
     from apikeys.models import Workspace
     from inboxes.models import Domain
@@ -36,6 +38,7 @@ class DnsServer:
     def __init__(self) -> None:
         self.records: dict[str, list[str]] = {}
         self.failing: set[str] = set()
+        self._stopping = False
         self.queries: list[tuple[str, str]] = []  # (name, type), in order
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind(("127.0.0.1", 0))
@@ -59,6 +62,8 @@ class DnsServer:
             try:
                 wire, client = self.sock.recvfrom(65535)
             except OSError:  # closed
+                return
+            if self._stopping:
                 return
             try:
                 self.sock.sendto(self._answer(wire), client)
@@ -86,8 +91,14 @@ class DnsServer:
         return response.to_wire()
 
     def stop(self) -> None:
-        self.sock.close()
+        """Ends the serving thread: closing a UDP socket does not wake a thread blocked in
+        ``recvfrom`` on Linux (every run's teardown used to wait the whole join timeout), so a
+        datagram to itself does."""
+        self._stopping = True
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as waker:
+            waker.sendto(b"", ("127.0.0.1", self.port))
         self._thread.join(5)
+        self.sock.close()
 
 
 RUNNING: DnsServer | None = None  # the run's server (tests/conftest.py)
@@ -99,7 +110,9 @@ def verified_domain(workspace: Workspace, name: str, *, catch_all: bool = False)
     from inboxes import services
 
     assert RUNNING is not None, "the dns_server fixture of tests/conftest.py is not running"
-    row = services.domain_add(workspace=workspace, domain=name, catch_all=catch_all)
+    row = services.domain_add(
+        workspace=workspace, domain=name, catch_all=catch_all, by=Actor.system("tests")
+    )
     RUNNING.publish(row.record_name, row.record_value)
     row = services.domain_check(domain=row)
     assert row.verified, row.last_check_detail

@@ -15,7 +15,8 @@ from django.test import Client
 from django.urls import reverse
 
 from apikeys import services as key_services
-from apikeys.models import ApiKey, Invitation, Membership, Workspace
+from apikeys.audit import Actor
+from apikeys.models import ApiKey, AuditEntry, Invitation, Membership, Workspace
 from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Domain, Inbox
@@ -50,14 +51,20 @@ def world(db: None) -> World:
     found = World()
     workspace = key_services.workspace_get_or_create(name="Admin Test Co")
     person = key_services.user_get_or_create(email="admin-person@example.com", password="pw-1-long")
-    membership = key_services.membership_set(workspace=workspace, user=person, role="owner")
-    created = key_services.api_key_create(workspace=workspace, name="admin-test-key")
+    membership = key_services.membership_set(
+        workspace=workspace, user=person, role="owner", by=Actor.system("tests")
+    )
+    created = key_services.api_key_create(
+        workspace=workspace, name="admin-test-key", by=Actor.system("tests")
+    )
     found.plain_key = created.plain
     invited = key_services.invitation_create(
-        actor=membership, email="admin-invitee@example.com", role="member"
+        actor=membership, email="admin-invitee@example.com", role="member", by=Actor.system("tests")
     )
     found.invitation_link = invited.plain
-    domain = inbox_services.domain_add(workspace=workspace, domain="admin-test.example")
+    domain = inbox_services.domain_add(
+        workspace=workspace, domain="admin-test.example", by=Actor.system("tests")
+    )
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="admintest")
     endpoint, found.secret = webhook_services.endpoint_create(
         workspace=workspace,
@@ -65,6 +72,7 @@ def world(db: None) -> World:
         events=["email.received"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     label = Label.objects.create(
         workspace=workspace,
@@ -127,6 +135,10 @@ def world(db: None) -> World:
         Endpoint: (endpoint, "hooks.example.com/admin-test"),
         Delivery: (delivery, delivery.pk),
         Attempt: (attempt, "admin-test-error"),
+        AuditEntry: (
+            AuditEntry.objects.get(workspace=workspace, action="key.created"),
+            "admin-test-key",
+        ),
     }
     return found
 

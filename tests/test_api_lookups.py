@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.live import Stack, sse_events
 
@@ -36,7 +37,9 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
 
 @pytest.fixture
 def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterator[httpx.Client]:
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as client:
         yield client
 
@@ -45,7 +48,9 @@ def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterat
 def other_client(
     stack: Stack, transactional_db: None, other_workspace: Workspace
 ) -> Iterator[httpx.Client]:
-    key = key_services.api_key_create(workspace=other_workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=other_workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as client:
         yield client
 

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes.models import Inbox
 from tests.live import Stack, signed_in
@@ -34,7 +35,9 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
 
 @pytest.fixture
 def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterator[httpx.Client]:
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as client:
         yield client
 
@@ -43,7 +46,9 @@ def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterat
 def owner_session(stack: Stack, workspace: Workspace) -> Iterator[httpx.Client]:
     """The workspace owner's dashboard session (the decision operation takes no key)."""
     user = key_services.user_get_or_create(email=OWNER, password=PASSWORD)
-    key_services.membership_set(workspace=workspace, user=user, role="owner")
+    key_services.membership_set(
+        workspace=workspace, user=user, role="owner", by=Actor.system("tests")
+    )
     with signed_in(stack.base_url, OWNER, PASSWORD) as session:
         yield session
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from django.db import models
 
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from config.api.errors import ApiError
 from inboxes import selectors as inbox_selectors
@@ -68,7 +69,9 @@ CASES = {
         {"key": "racing", "name": "Racing"},
         "key",
         label_selectors.label_get,
-        lambda label: label_services.label_update(label=label, name="Renamed"),
+        lambda label: label_services.label_update(
+            label=label, name="Renamed", by=Actor.system("tests")
+        ),
         lambda row: row.name == "Renamed",
         Label,
         "No such label.",
@@ -78,7 +81,9 @@ CASES = {
         {"url": "https://hooks.example.com/in"},
         "id",
         webhook_selectors.endpoint_get,
-        lambda endpoint: webhook_services.endpoint_update(endpoint=endpoint, enabled=False),
+        lambda endpoint: webhook_services.endpoint_update(
+            endpoint=endpoint, enabled=False, by=Actor.system("tests")
+        ),
         lambda row: row.enabled is False,
         Endpoint,
         "No such webhook endpoint.",

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.live import Stack
 
@@ -34,7 +35,9 @@ def stack(django_db_setup: None, django_db_blocker) -> Iterator[Stack]:  # type:
 def test_form_bodies_reach_the_api(
     stack: Stack, transactional_db: None, workspace: Workspace, content_type: str
 ) -> None:
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     response = httpx.post(
         f"{stack.base_url}/api/v1/keys",
         content=b'{"name": "x"}',

@@ -19,10 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from config.api.parsers import MAX_DEPTH, TooDeep, loads, nests_deeper_than
 from labels.models import Label
 from tests.live import Stack
+from tests.sizes import examples
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,9 @@ def stack(django_db_setup: None, django_db_blocker) -> Iterator[Stack]:  # type:
 
 @pytest.fixture
 def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterator[httpx.Client]:
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as client:
         client.timeout = httpx.Timeout(60, connect=5)
         yield client
@@ -137,14 +141,14 @@ def depth(value: Any) -> int:
     return 0
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(value=_VALUES, limit=st.integers(min_value=0, max_value=8), ascii_only=st.booleans())
 def test_the_scan_measures_what_the_decoder_would(value: Any, limit: int, ascii_only: bool) -> None:
     text = json.dumps(value, ensure_ascii=ascii_only)
     assert nests_deeper_than(text, limit) is (depth(value) > limit)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     runs=st.lists(
         st.tuples(

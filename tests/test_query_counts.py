@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
@@ -51,6 +52,7 @@ def _endpoint(workspace: Workspace) -> Endpoint:
         inbox_ids=[],
         label_keys=[],
         enabled=False,  # no delivery is attempted; the rows below are the log
+        by=Actor.system("tests"),
     )
     return endpoint
 
@@ -84,7 +86,7 @@ def _case(workspace: Workspace, api: Api, make_key: Callable[..., str]) -> dict[
     sender = Api(make_key(workspace, ("send",), require_approval=True))
     return {
         "keys": lambda n: key_services.api_key_create(
-            workspace=workspace, name=f"k{n}", scopes=["read"]
+            workspace=workspace, name=f"k{n}", scopes=["read"], by=Actor.system("tests")
         ),
         "inboxes": lambda n: inbox_services.inbox_create(workspace=workspace, tags=["t"]),
         "emails": lambda n: _email(inbox, n),
@@ -98,7 +100,7 @@ def _case(workspace: Workspace, api: Api, make_key: Callable[..., str]) -> dict[
             {"to": ["someone@example.net"], "subject": f"s{n}", "text": "t", "reason": "r"},
         ),
         "domains": lambda n: inbox_services.domain_add(
-            workspace=workspace, domain=f"d{n}.example.org"
+            workspace=workspace, domain=f"d{n}.example.org", by=Actor.system("tests")
         ),
         "stats": lambda n: _email(inbox, n),
     }

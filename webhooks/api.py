@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apikeys.audit import actor_of
 from apikeys.models import Workspace
 from config.api.pagination import page_response
 from config.api.query import parse_query
@@ -76,7 +77,9 @@ class EndpointsApi(APIView):
         body.is_valid(raise_exception=True)
         workspace = request.auth.workspace
         endpoint, secret = services.endpoint_create(
-            workspace=workspace, **_filters(workspace, dict(body.validated_data))
+            workspace=workspace,
+            by=actor_of(request),
+            **_filters(workspace, dict(body.validated_data)),
         )
         return Response({**EndpointOut(endpoint).data, "secret": secret})
 
@@ -100,7 +103,9 @@ class EndpointApi(APIView):
         body = EndpointUpdateIn(data=request.data)
         body.is_valid(raise_exception=True)
         endpoint = services.endpoint_update(
-            endpoint=endpoint, **_filters(workspace, dict(body.validated_data))
+            endpoint=endpoint,
+            by=actor_of(request),
+            **_filters(workspace, dict(body.validated_data)),
         )
         return Response(EndpointOut(endpoint).data)
 
@@ -113,7 +118,7 @@ class EndpointApi(APIView):
     def delete(self, request: Request, endpoint_id: str) -> Response:
         endpoint = selectors.endpoint_get(request.auth.workspace, endpoint_id)
         deleted_id = endpoint.pk
-        services.endpoint_delete(endpoint=endpoint)
+        services.endpoint_delete(endpoint=endpoint, by=actor_of(request))
         return Response({"deleted": True, "id": deleted_id})
 
 

@@ -21,6 +21,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from apikeys import audit
+from apikeys.audit import Actor, Target
 from apikeys.models import Workspace
 from config.api.timestamps import iso
 from config.changes import save_changes
@@ -78,33 +80,65 @@ def endpoint_create(
     inbox_ids: list[str],
     label_keys: list[str],
     enabled: bool = True,
+    by: Actor,
 ) -> tuple[Endpoint, str]:
     """A new endpoint and its plain signing secret (returned once, stored encrypted)."""
     secret = secrets.generate()
-    endpoint = Endpoint.objects.create(
-        workspace=workspace,
-        url=url,
-        events=events,
-        inbox_ids=inbox_ids,
-        label_keys=label_keys,
-        enabled=enabled,
-        secret_encrypted=secrets.encrypt(secret),
-    )
+    with transaction.atomic():
+        endpoint = Endpoint.objects.create(
+            workspace=workspace,
+            url=url,
+            events=events,
+            inbox_ids=inbox_ids,
+            label_keys=label_keys,
+            enabled=enabled,
+            secret_encrypted=secrets.encrypt(secret),
+        )
+        audit.record(
+            workspace=workspace,
+            by=by,
+            action="webhook.created",
+            target=_target(endpoint),
+            changes=audit.created(
+                endpoint, ["url", "events", "inbox_ids", "label_keys", "enabled"]
+            ),
+        )
     return endpoint, secret
 
 
-def endpoint_update(*, endpoint: Endpoint, **fields: Any) -> Endpoint:
+def _target(endpoint: Endpoint) -> Target:
+    return Target("webhook", endpoint.pk, audit.url_origin(endpoint.url))
+
+
+def endpoint_update(*, endpoint: Endpoint, by: Actor, **fields: Any) -> Endpoint:
+    """Changes the given fields (never the signing secret)."""
     changed = [name for name, value in fields.items() if getattr(endpoint, name) != value]
+    before = {name: getattr(endpoint, name) for name in changed}
     for name in changed:
         setattr(endpoint, name, fields[name])
     if changed:
-        save_changes(endpoint, [*changed, "updated_at"], gone=EndpointNotFound())
+        with transaction.atomic():
+            save_changes(endpoint, [*changed, "updated_at"], gone=EndpointNotFound())
+            audit.record(
+                workspace=endpoint.workspace_id,
+                by=by,
+                action="webhook.updated",
+                target=_target(endpoint),
+                changes=audit.diff(before, {name: fields[name] for name in changed}),
+            )
     return endpoint
 
 
-def endpoint_delete(*, endpoint: Endpoint) -> None:
+def endpoint_delete(*, endpoint: Endpoint, by: Actor) -> None:
     """Deletes the endpoint with its deliveries and their log."""
-    endpoint.delete()
+    with transaction.atomic():
+        audit.record(
+            workspace=endpoint.workspace_id,
+            by=by,
+            action="webhook.deleted",
+            target=_target(endpoint),
+        )
+        endpoint.delete()
 
 
 # --- fan-out --------------------------------------------------------------------------------------

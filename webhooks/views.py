@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from apikeys.audit import actor_of
 from apikeys.dashboard import may, member_required
 from apikeys.models import MANAGER_ROLES, Membership, Workspace
 from config.api.errors import ApiError, NotFound
@@ -86,7 +87,7 @@ def webhook_new(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             endpoint, secret = services.endpoint_create(
-                workspace=workspace, **_filters(workspace, form.validated)
+                workspace=workspace, by=actor_of(request), **_filters(workspace, form.validated)
             )
         except ApiError as error:
             _issues_to_form(form, error)
@@ -147,7 +148,9 @@ def webhook_edit(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     form = _form(workspace, request.POST, creating=False)
     if form.is_valid():
         try:
-            services.endpoint_update(endpoint=endpoint, **_filters(workspace, form.validated))
+            services.endpoint_update(
+                endpoint=endpoint, by=actor_of(request), **_filters(workspace, form.validated)
+            )
         except ApiError as error:
             _issues_to_form(form, error)
         else:
@@ -161,7 +164,9 @@ def webhook_edit(request: HttpRequest, endpoint_id: str) -> HttpResponse:
 def webhook_toggle(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     """Enables a disabled endpoint or disables an enabled one."""
     endpoint = _endpoint(_membership(request).workspace, endpoint_id)
-    endpoint = services.endpoint_update(endpoint=endpoint, enabled=not endpoint.enabled)
+    endpoint = services.endpoint_update(
+        endpoint=endpoint, by=actor_of(request), enabled=not endpoint.enabled
+    )
     state = "enabled: it gets events again" if endpoint.enabled else "disabled: it gets no events"
     messages.success(request, f"Endpoint {state}.")
     if request.POST.get("next") == "list":
@@ -175,7 +180,7 @@ def webhook_delete(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     """Deletes the endpoint with its delivery log."""
     endpoint = _endpoint(_membership(request).workspace, endpoint_id)
     url = endpoint.url
-    services.endpoint_delete(endpoint=endpoint)
+    services.endpoint_delete(endpoint=endpoint, by=actor_of(request))
     messages.success(request, f"Endpoint {url} deleted with its delivery log.")
     return redirect("webhook_list")
 

@@ -15,7 +15,9 @@ import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
-PREFIXES = frozenset({"ws", "key", "dom", "inb", "eml", "att", "out", "whk", "dlv", "evt", "lbl"})
+PREFIXES = frozenset(
+    {"ws", "key", "dom", "inb", "eml", "att", "out", "whk", "dlv", "evt", "lbl", "aud"}
+)
 
 
 def _encode(value: int, length: int) -> str:

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('apikeys', '0003_workspace_retention_settings'),
+        ('apikeys', '0004_workspace_retention_settings'),
         ('inboxes', '0003_merge_forwarding_and_verification'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

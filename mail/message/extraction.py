@@ -24,7 +24,8 @@ that continues with a letter or digit, and not followed by ``%``) and is one of:
 * 5 to 10 upper-case letters and digits with at least one of each (``K7Q2X``, ``G482913``);
 * the same split once by ``-`` (``123-456``, ``G-482913``, ``K7Q-29X``) or by one space
   (``482 913``). Digit-only halves must be 3+3 or 4+4 (so ``555-1234`` is not a code); a
-  space split needs halves of equal length. A dash is kept as written, the space is removed
+  space split needs halves of equal length with a digit in each (``IBAN DE89``, ``ZARA 0123``
+  are a word and a number). A dash is kept as written, the space is removed
   (``482 913`` -> ``482913``).
 
 A candidate counts only when a *keyword* announces it. Keywords are whole words in Latin and
@@ -32,8 +33,10 @@ Cyrillic scripts and substrings in Chinese, Japanese and Korean (written without
 ``您的验证码是123456`` works): code(s), passcode, verification, verify, OTP, one-time, 2FA,
 MFA, PIN, TAN (these two only in capitals), Bestätigungscode and the other German ``...code``
 compounds, Einmalpasswort, vérification, usage unique, código, verificación, verificação, uso
-único, codice, код (кода, коду...), подтверждения, проверочный, одноразовый, コード, 認証コード,
-確認コード, 認証番号, 暗証番号, ワンタイムパスワード, 验证码, 驗證碼, 校验码, 动态码, 确认码,
+único, codice, verifica, verificatie, verificatiecode and the other Dutch ``...code`` compounds
+(bevestigingscode, beveiligingscode, inlogcode, toegangscode ...), код (кода, коду...),
+подтверждения, проверочный, одноразовый, コード, 認証コード, 確認コード,
+認証番号, 暗証番号, ワンタイムパスワード, 验证码, 驗證碼, 校验码, 动态码, 确认码,
 安全码, 一次性密码, 인증번호, 인증 코드, 확인 코드, 보안 코드, 코드, 일회용 비밀번호.
 
 A keyword is ignored when it is qualified as another kind of code: the word before it is promo,
@@ -41,12 +44,23 @@ discount, coupon, voucher, gift, referral, invite, error, status, postal, zip, a
 QR, bar, source, tracking, order, booking, product, tax, sort, bank... (also Gutschein, Rabatt,
 Fehler, クーポン, エラー, バー, 优惠, 邀请, 할인, 쿠폰, 바 ...), or the words after it are "of
 conduct", review, promo, postal, "de réduction", "d'erreur", "de descuento", "de seguimiento",
-"de pedido", ошибки, заказа, скидки ...
+"de pedido", cliente, sconto, fiscale, ordine, ошибки, заказа, скидки ...
 
 The window ("near"), in characters of the URL-stripped text:
 
-* *after*: the first acceptable candidate starting at most 60 characters after the end of the
-  keyword, possibly on a following line (the code in the next table row or paragraph);
+* *after*: the first acceptable candidate starting at most 60 characters (``AFTER_WINDOW``)
+  after the end of the keyword, possibly on a following line (the code in the next table row
+  or paragraph) -- unless it does not directly follow the keyword and a later candidate in the
+  keyword's sentence, at most 140 characters (``COPULA_WINDOW``) after it, directly follows a
+  *copula* (is, ist, lautet, est, es, é, è, zijn, は, 是, ``:``, ``=``...): that one is the code
+  (``passcode for the purchase of EUR 1.234,56 at MEDIAMARKT 0417 BERLIN on 27.11.2026 is
+  739104``, ``Ihr Code für Sony WH-1000XM5 lautet: 730418``). Past the end of the keyword's
+  sentence (``!``/``?`` before a space; ``.`` at a line end or before a space and a capital,
+  not after a one-letter word, so ``Nr. 4455667``, ``Inc. is``, ``B.V. (`` end nothing;
+  ``。！？``) only a candidate shown on a line of its own counts (the code under "Use the code
+  below."; asterisks, quotes, brackets around it and a remark in parentheses after it are
+  fine), not the number of the next sentence (``This code expires in 10 minutes. Reference:
+  88421907``);
 * *before*, only when nothing was found after: the nearest acceptable candidate starting at
   most 50 characters before the keyword, on the same line and in the same sentence
   (``482913 is your Acme code``).
@@ -65,10 +79,19 @@ A candidate is rejected when:
   transaction, card, serial, model, SKU, item, version, build, phone, tel, fax, call, zip,
   postal, room, flight, error, promo, coupon, total, price, a currency code, "ending in"... and
   Bestellnummer, Rechnung, Kundennummer, commande, facture, pedido, factura, заказ, счёт,
-  注文番号, 订单号, 주문번호 ...), possibly followed by number/no./nº/ID and ":" or "is", or
-  they are a qualified code word ("order code:", "código promocional", "code de réduction");
+  注文番号, 订单号, 주문번호 ...; also in Dutch and Italian and more in German, French,
+  Spanish, Portuguese and Japanese: bestelling, ordernummer, factuur, klantnummer, referentie,
+  kenmerk, ordine, fattura, riferimento, spedizione, Bestellnr., Artikelnummer,
+  Vorgangsnummer, Summe, référence, prix, referencia, localizador, protocolo, referência,
+  合計, 金額, 伝票番号, 〒 ...), possibly followed by number/no./nº/n.º/n°/ID/di/van and ":" or
+  "is", or they are a qualified code word ("order code:", "código promocional", "code de
+  réduction"), or a currency symbol stands right before it, spaces apart (``€ 1299``,
+  ``US$ 1500``);
 * it is followed by a unit, a currency or an address (``1234 points``, ``1234 EUR``,
-  ``5000円``, ``2024年``, ``1234 Main Street``);
+  ``5000円``, ``2024年``, ``1200ポイント``, ``4821 Punkte``, ``1400 Uhr``,
+  ``1234 Main Street``);
+* it is one end of a range (``1000–5000``, ``1200〜1500``: an en or em dash or a tilde
+  between it and another number);
 * it belongs to a longer run of numbers (phone numbers such as ``+49 30 1234567``,
   ``0800 123 456``: three or more groups, nine or more digits, or a leading ``+``), or it is a
   postal code in address form (``W1D 3QF``, ``K1A 0B1``, ``CA 94105``, ``D-10115 Berlin``);
@@ -108,10 +131,14 @@ every non-alphanumeric character (``/verify-email?token=`` is verify, ``/verifyx
   confirmer, verificar, confirmar, подтвердить, 認証, 验证, 인증 ...);
 * ``other`` otherwise.
 
+In a URL's path (and the path of a URL nested in its query, as click trackers write them), also
+magic, session(s) and passwordless name ``login`` (``/sessions/magic?token=``); in a host,
+a query or anchor text they name nothing (``magic.example.com``, ``/cart?session=77``).
+
 Precedence: a List-Unsubscribe URL is always ``unsubscribe``. Otherwise the anchor text decides
 first, checking unsubscribe, reset, login, verify in that order ("Sign in to reset your
-password" is reset); only when the anchor text names no kind is the URL examined, in the same
-order.
+password" is reset); only when the anchor text names no kind ("Continue", "Weiter", "続ける",
+"Click here") is the URL examined, in the same order.
 
 ``link``: the kinds named in the subject lead, in the order their words appear (a "Reset your
 password" mail makes its reset link primary even beside a "Log in" link); then verify, login,
@@ -119,8 +146,12 @@ reset, other. The primary link is the first link of the first of these kinds tha
 Unsubscribe links are never primary; ``link`` is None when there is no other link.
 
 Known limitations: codes in lower case or with other separators (``482.913``, ``4 8 2 9 1 3``)
-are not recognised; one keyword announcing several codes ("your backup codes: ...") yields only
-the first; a code with no keyword in its message (and none in the subject) is not found; anchor
+are not recognised; a code in a later sentence of the keyword's line that has no keyword of its
+own ("Here is your code. Enter it now: 482913") is not found, nor one after a capitalised word
+that ends with a period ("for Acme Inc. Store is 4821"); a number after the keyword that nothing
+marks as something else ("your code at ZARA 0123", with no "is ..." after it) is taken for the
+code; one keyword announcing several codes ("your backup codes: ...") yields only the first; a
+code with no keyword in its message (and none in the subject) is not found; anchor
 text ignores CSS (hidden text counts).
 """
 
@@ -135,7 +166,7 @@ from urllib.parse import unquote
 
 from .htmltext import fold_whitespace, parse_html
 
-__all__ = ["AFTER_WINDOW", "BEFORE_WINDOW", "Extracted", "Link", "extract"]
+__all__ = ["AFTER_WINDOW", "BEFORE_WINDOW", "COPULA_WINDOW", "Extracted", "Link", "extract"]
 
 
 class Link(TypedDict):
@@ -153,6 +184,8 @@ class Extracted(TypedDict):
 
 AFTER_WINDOW = 60
 BEFORE_WINDOW = 50
+COPULA_WINDOW = 140  # a candidate right after "is"/":"... in the keyword's sentence
+_REACH_AFTER = max(AFTER_WINDOW, COPULA_WINDOW)  # the farthest a keyword looks ahead
 _MAX_KEYWORDS = 200
 _KEYWORD_REACH = 40  # characters: no keyword is longer in ASCII text (a test checks the patterns)
 _MAX_SCANNED = 1_000  # keyword matches looked at in one source at most (pathological input)
@@ -189,6 +222,15 @@ _LATIN_KEYWORDS = (
     r"einmal-?passwort",
     r"einmal-?kennwort",
     r"verifizierung",
+    r"verificatie",
+    r"verificatie-?codes?",
+    r"bevestigings-?codes?",
+    r"beveiligings-?codes?",
+    r"inlog-?codes?",
+    r"toegangs-?codes?",
+    r"activatie-?codes?",
+    r"authenticatie-?codes?",
+    r"eenmalige-?codes?",
     r"vérification",
     r"usage unique",
     r"c[oó]digos?",
@@ -355,7 +397,9 @@ _CJK_KEYWORD_QUALIFIERS = (
 _KEYWORD_FOLLOWERS = _wordset(
     """promo promotionnel promotionnelle promocional postal postale review reviews snippet
     snippets block blocks sample samples editor base repository quality coverage example
-    examples ошибки заказа купона скидки товара отслеживания приглашения промо"""
+    examples ошибки заказа купона скидки товара отслеживания приглашения промо cliente
+    fiscale sconto ordine spedizione tracciamento promozionale postale prodotto articolo
+    errore"""
 )
 _KEYWORD_FOLLOWER_PHRASES = frozenset(
     tuple(p.split())
@@ -446,7 +490,16 @@ _NEGATIVE_WORDS = _wordset(
     commande facture réservation suivi colis compte téléphone tél dossier montant pedido
     factura reserva seguimiento cuenta cliente teléfono importe fatura encomenda rastreamento
     rastreio conta telefone valor заказ заказа заказу заказе счёт счет счета трек телефон
-    телефона тел договор договора сумма итого"""
+    телефона тел договор договора сумма итого bestellnr artikelnummer artikelnr artikel artnr
+    referenz referenznummer vorgangsnummer verwendungszweck paket paketnummer trackingnummer
+    summe gesamtsumme gesamtbetrag gesamt preis mwst ust steuernummer mitgliedsnummer rufnummer
+    kundenservice référence réf prix tva ttc siret siren expédition envoi billet vol adhérent
+    referencia envío envio localizador precio iva socio albarán protocolo referência preço cpf
+    cnpj nota celular móvil ordine ordini fattura riferimento spedizione tracciamento totale
+    importo prezzo telefono cellulare prenotazione pratica conto carta biglietto volo articolo
+    bestelling bestelnummer ordernummer factuur factuurnummer klantnummer klant referentie
+    kenmerk betalingskenmerk zending zendingnummer pakket totaal bedrag prijs telefoon
+    telefoonnummer btw rekening rekeningnummer"""
 )
 _NEGATIVE_PHRASES = frozenset(
     tuple(p.split())
@@ -466,7 +519,7 @@ _NEGATIVE_PHRASES = frozenset(
 )
 _CONNECTORS = _wordset(
     """is ist est es é was lautet number numbers no nr num nº n nummer numéro numero número номер
-    de do da des del"""
+    de do da des del di van º ª"""
 )
 _CODE_WORDS = _wordset("code codes código codigo codice код")
 _NEGATIVE_CJK = (
@@ -500,9 +553,23 @@ _NEGATIVE_CJK = (
     "전화",
     "고객번호",
     "회원번호",
+    "合計",
+    "小計",
+    "金額",
+    "価格",
+    "伝票番号",
+    "配送番号",
+    "商品番号",
+    "受付番号",
+    "郵便番号",
+    "〒",
 )
+_CURRENCY_SYMBOLS = tuple("$€£¥₹₩₽￥＄")
+# One end of a range of numbers ("1000–5000", "14–16", "1200〜1500").
+_RANGE_BEFORE_RE = re.compile(r"[0-9][ \t]?[–—~〜～][ \t]?$")
+_RANGE_AFTER_RE = re.compile(r"[ \t]?[–—~〜～][ \t]?[0-9]")
 _CJK_TRAILING = " \t\n:：#№-は이가은는을를の"
-_GAP_RE = re.compile(r"[\s:#№\-=]*(\.?)[\s:#№\-=]*")
+_GAP_RE = re.compile(r"[\s:#№°\-=]*(\.?)[\s:#№°\-=]*")
 
 _NEGATIVE_AFTER_RE = re.compile(
     r"[ \t]*(?:(?:[A-Z][a-z]+[ \t]+){0,3}(?i:street|st|avenue|ave|road|rd|boulevard|blvd|lane|ln"
@@ -511,8 +578,8 @@ _NEGATIVE_AFTER_RE = re.compile(
     r"|downloads?|views?|followers?|items?|orders?|days?|hours?|minutes?|mins?|seconds?|secs?"
     r"|years?|months?|weeks?|times?|steps?|words?|characters?|digits?|reviews?|stars?|likes?"
     r"|calories|cal|dollars?|euros?|reais|yuan|yen|usd|eur|gbp|chf|jpy|cny|rmb|krw|rub|brl"
-    r"|inr|aud|cad|руб[а-яё]*)(?![^\W\d_])"
-    r"|[$€£¥₹₩₽%円元원]|р\.|[年月日時时分秒号號년월일시분초個个件人歳岁週周回次名点])"
+    r"|inr|aud|cad|uhr|punkte|punten|punti|puntos|pontos|stück|stk|руб[а-яё]*)(?![^\W\d_])"
+    r"|[$€£¥₹₩₽%円元원￥]|ポイント|р\.|[年月日時时分秒号號년월일시분초個个件人歳岁週周回次名点])"
 )
 _SEQ_LEFT_RE = re.compile(r"(\+?)(?<![A-Za-z0-9])((?:[0-9]+[ ./\-])*[0-9]+) $")
 _SEQ_RIGHT_RE = re.compile(r" ([0-9]+(?:[ ./\-][0-9]+)*)(?![A-Za-z])")
@@ -524,6 +591,21 @@ _DIRECT_RE = re.compile(
     r"[\s:：\-–—=]*(?:(?:is|ist|lautet|est|es|é|是|为|為|は)[\s:：\-–—=]*)?", re.I
 )
 _YEAR_MIN, _YEAR_MAX = 1900, 2099
+# What ends the keyword's sentence for the look ahead: "!" or "?" before a space, "." before a
+# line end or before a space and a capital (not "Nr. 4455667", "Inc. is", "B.V. (factuur"), or
+# a CJK full stop. A "." after a one-letter word ("z. B.", "B.V.") ends nothing.
+_STOP_RE = re.compile(
+    r"[!?](?=\s)|[。！？]"
+    r"|(?<=[^\W\d_][^\W\d_])[.](?:(?=[ \t\u00a0]*(?:\n|$))|[ \t\u00a0]+([^\W\d_]))"
+)
+# Right before a candidate: the word that announces the value ("... is 739104", "lautet:
+# 583920", "è 618 204", "est le 5139 0826", "：４７２９１８").
+_COPULA_RE = re.compile(
+    r"(?:[:：=]|[は是为為]|(?<![^\W_])(?:is|ist|lautet|lauten|est|es|é|è|são|sono|zijn|are|sind"
+    r"|son)(?![^\W_])(?:[ \t]+(?:le|la|el|o|il|het|der))?)[\s*\"'«「【\[(]*$",
+    re.I,
+)
+_DISPLAY_CHARS = " \t\u3000*\"'«»「」【】()[]"  # around a code shown alone on its line
 
 _PROMO_WORDS = _wordset(
     """discount discounts discounted coupon coupons promo promos promotion promotional promotions
@@ -531,7 +613,8 @@ _PROMO_WORDS = _wordset(
     voucher vouchers sale checkout savings deal deals redeem redeemable redemption rabatt
     rabattcode gutschein gutscheincode angebot réduction remise soldes descuento descuentos
     cupón cupon oferta ofertas desconto descontos cupom promoção promocao скидка скидки скидку
-    купон промокод акция акции"""
+    купон промокод акция акции sconto sconti promozione promozionale buono korting
+    kortingscode"""
 )
 _ERROR_WORDS = _wordset("error errors fehler fehlercode erreur erro ошибка ошибки ошибке exception")
 _ERROR_CJK = ("エラー", "错误", "錯誤", "오류", "에러")
@@ -677,6 +760,10 @@ for _kind in _KIND_PRECEDENCE:
         else:
             _KIND_PHRASES.setdefault(_words[0], []).append((_words, _kind))
 _CAMEL_RE = re.compile(r"(?<=[a-z])(?=[A-Z])")
+# Words that name a login only in a URL's path (``/sessions/magic?token=``), never in its host
+# or query (``magic.example.com``, ``/cart?session=77``) nor in anchor text.
+_PATH_LOGIN_WORDS = frozenset({"magic", "session", "sessions", "passwordless"})
+_URL_PATH_RE = re.compile(r"://[^/?#\s]*([^?#\s]*)")  # also finds the URLs nested in a query
 
 
 # ---------------------------------------------------------------------------------------------
@@ -817,7 +904,9 @@ def _valid_candidate(m: re.Match[str]) -> str | None:
         if len(first) == len(second) and len(first) in (3, 4):
             return first + second if sep == " " else f"{first}-{second}"
         return None
-    if sep == " " and (len(first) != len(second) or len(first) < 3):
+    if sep == " " and (
+        len(first) != len(second) or len(first) < 3 or first.isalpha() or second.isalpha()
+    ):
         return None
     if first in _ID_PREFIXES or second in _ID_PREFIXES:
         return None
@@ -851,6 +940,8 @@ def _negative_before(text: str, start: int) -> bool:
     tail = text[max(0, start - 48) : start]
     if not tail:
         return False
+    if tail.rstrip(" \t\u00a0\u202f").endswith(_CURRENCY_SYMBOLS):
+        return True  # "€ 1299", "US$ 1500" (glued symbols never form a candidate)
     if not tail.isascii() and tail.rstrip(_CJK_TRAILING).endswith(_NEGATIVE_CJK):
         return True
     tokens = list(_TOKEN_RE.finditer(tail))
@@ -899,6 +990,13 @@ def _in_number_run(text: str, start: int, end: int, value: str) -> bool:
             dotted += run.count(".") + run.count("/")
     plus = left is not None and left.group(1) == "+"
     return plus or dotted > 0 or groups >= 3 or total >= 9
+
+
+def _in_range(text: str, start: int, end: int) -> bool:
+    """Whether the candidate is one end of a range ("1000–5000", "1200〜1500")."""
+    if _RANGE_AFTER_RE.match(text, end, end + 3) is not None:
+        return True
+    return _RANGE_BEFORE_RE.search(text, max(0, start - 3), start) is not None
 
 
 def _is_postal(text: str, start: int, end: int, value: str) -> bool:
@@ -954,14 +1052,14 @@ class _Scanner:
         the first search ``announced`` makes after the keyword, and a search before it from the
         widest start it uses, tell.
         """
-        after = (kw_end, kw_end + AFTER_WINDOW + 1)
+        after = (kw_end, kw_end + _REACH_AFTER + 1)
         before = (max(0, kw_start - BEFORE_WINDOW), kw_start)
         if not (self._capitals_in(*after) or self._capitals_in(*before)):
             return False
         text = self.text
-        stop = min(len(text), kw_end + AFTER_WINDOW + _CANDIDATE_SPAN)
+        stop = min(len(text), kw_end + _REACH_AFTER + _CANDIDATE_SPAN)
         found = _CANDIDATE_RE.search(text, kw_end, stop)
-        if found is not None and found.start() <= kw_end + AFTER_WINDOW:
+        if found is not None and found.start() <= kw_end + _REACH_AFTER:
             return True
         return _CANDIDATE_RE.search(text, *before) is not None
 
@@ -1034,8 +1132,8 @@ class _Scanner:
         """Where a keyword that reaches a code can be found, as merged (start, end) spans.
 
         Exact: :meth:`_reaches_code` keeps a keyword at ``s:e`` only if a run of digits or
-        capitals (what every candidate starts with) at ``a:b`` meets ``e : e + AFTER_WINDOW + 1``
-        or ``s - BEFORE_WINDOW : s``; then the keyword meets ``a - AFTER_WINDOW - 1 : b +
+        capitals (what every candidate starts with) at ``a:b`` meets ``e : e + _REACH_AFTER + 1``
+        or ``s - BEFORE_WINDOW : s``; then the keyword meets ``a - _REACH_AFTER - 1 : b +
         BEFORE_WINDOW``, the run's *zone*. In ASCII text no keyword is longer than
         ``_KEYWORD_REACH`` (``tests/mail/test_extraction.py`` checks the patterns), so it lies
         within its zone widened by that on both sides; the regular expressions see the text before
@@ -1053,7 +1151,7 @@ class _Scanner:
         spans: list[tuple[int, int]] = []
         run = 0
         while run < len(starts):
-            lo = max(0, starts[run] - AFTER_WINDOW - 1 - widen)
+            lo = max(0, starts[run] - _REACH_AFTER - 1 - widen)
             hi = min(size, ends[run] + BEFORE_WINDOW + widen)
             if not bounded:
                 lo = low.rfind("\n", 0, lo) + 1
@@ -1101,6 +1199,8 @@ class _Scanner:
             return False
         if _in_number_run(text, start, end, value) or _is_postal(text, start, end, value):
             return False
+        if _in_range(text, start, end):
+            return False
         if _is_year(value):
             if keyword_end is None:
                 return False
@@ -1110,19 +1210,79 @@ class _Scanner:
         left, right = _sentence_bounds(text, start, end)
         return not _is_promotional(text[left:right]) and not _mentions_error(text[left:start])
 
+    def _displayed(self, start: int, end: int) -> bool:
+        """Whether the candidate at start:end is shown on a line of its own: nothing but
+        spaces, asterisks, quotes or brackets around it, or a remark in parentheses after it
+        (``482913 (valid for 10 minutes)``)."""
+        text = self.text
+        lo = max(0, start - 24)
+        line_start = text.rfind("\n", lo, start) + 1
+        if (line_start == 0 and lo > 0) or text[line_start:start].strip(_DISPLAY_CHARS):
+            return False
+        rest = text[end : end + 24].lstrip(" \t\u3000*\"'»」】)]")
+        return not rest or rest[0] in "\n(（"
+
+    def _follows_copula(self, kw_end: int, start: int) -> bool:
+        """Whether the candidate at ``start`` directly follows the keyword ending at ``kw_end``
+        or an "is", ":" ... after it."""
+        text = self.text
+        direct = _DIRECT_RE.match(text, kw_end, start)
+        if direct is not None and direct.end() == start:
+            return True
+        return _COPULA_RE.search(text, max(kw_end, start - 24), start) is not None
+
+    def _after(self, kw_end: int) -> tuple[int, str] | None:
+        """The code announced after the keyword ending at ``kw_end``, as (position, value).
+
+        The first acceptable candidate within ``AFTER_WINDOW`` unless a candidate further on in
+        the keyword's sentence (within ``COPULA_WINDOW``) directly follows "is", ":" ... and the
+        first one does not ("your code for order 4455667 at store 0412 is 608213"). After the
+        end of the keyword's sentence only a candidate shown on its own line counts (the code under
+        "Use the code below."), not the number of the next sentence ("This code expires in 10
+        minutes. Reference: 88421907").
+        """
+        text = self.text
+        limit = kw_end + _REACH_AFTER
+        near = kw_end + AFTER_WINDOW
+        sentence_end = len(text)
+        for stop_match in _STOP_RE.finditer(text, kw_end, min(len(text), limit)):
+            following = stop_match.group(1)  # the letter after ". ", when there is one
+            if following is None or following.isupper():
+                sentence_end = stop_match.start()
+                break
+        first: tuple[int, str] | None = None
+        pos, stop = kw_end, min(len(text), limit + _CANDIDATE_SPAN)
+        while (m := _CANDIDATE_RE.search(text, pos, stop)) is not None and m.start() <= limit:
+            if m.start() > sentence_end and (first is not None or m.start() > near):
+                break
+            readings, pos = _readings(m)
+            for start, end, value in readings:
+                same_sentence = start < sentence_end
+                if not same_sentence and not self._displayed(start, end):
+                    continue
+                if start > near and not same_sentence:
+                    continue
+                copula = same_sentence and self._follows_copula(kw_end, start)
+                if start > near and not copula:
+                    continue
+                if not self.acceptable(start, end, value, kw_end):
+                    continue
+                if copula:
+                    return start, value
+                if not same_sentence:  # shown on its own line after the sentence
+                    return first or (start, value)
+                if first is None:
+                    first = (start, value)
+        return first
+
     def announced(self, kw_start: int, kw_end: int) -> tuple[int, str] | None:
         """The code announced by the keyword at ``kw_start:kw_end`` as (position, value)."""
         text = self.text
         if not self._reaches_code(kw_start, kw_end):
             return None
-        # after the keyword: the first acceptable candidate
-        pos, limit = kw_end, kw_end + AFTER_WINDOW
-        stop = min(len(text), limit + _CANDIDATE_SPAN)
-        while (m := _CANDIDATE_RE.search(text, pos, stop)) is not None and m.start() <= limit:
-            readings, pos = _readings(m)
-            for start, end, value in readings:
-                if self.acceptable(start, end, value, kw_end):
-                    return start, value
+        after = self._after(kw_end)
+        if after is not None:
+            return after
         # before the keyword (same line, same sentence): the nearest acceptable candidate
         lo = max(0, kw_start - BEFORE_WINDOW)
         for sentence_end in _SENTENCE_END_RE.finditer(text, lo, kw_start):
@@ -1301,15 +1461,27 @@ def _kinds(value: str) -> set[str]:
     return found
 
 
+def _path_kinds(words: str) -> set[str]:
+    """The link kinds named only by a URL's path words (``words``: :func:`_url_words`)."""
+    for m in _URL_PATH_RE.finditer(words):
+        if not _PATH_LOGIN_WORDS.isdisjoint(_tokens(m.group(1))):
+            return {"login"}
+    return set()
+
+
 def _kind(url: str, text: str, unsubscribe_urls: set[str]) -> str:
     if url in unsubscribe_urls:
         return "unsubscribe"
-    for source in (text, _url_words(url)):
-        if source:
-            found = _kinds(source)
-            for kind in _KIND_PRECEDENCE:
-                if kind in found:
-                    return kind
+    if text:
+        found = _kinds(text)
+        for kind in _KIND_PRECEDENCE:
+            if kind in found:
+                return kind
+    words = _url_words(url)
+    found = _kinds(words) | _path_kinds(words)
+    for kind in _KIND_PRECEDENCE:
+        if kind in found:
+            return kind
     return "other"
 
 

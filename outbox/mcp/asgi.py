@@ -17,9 +17,9 @@ sends no requests to the client), and the SSE response cost a wait's every resul
 exchange's worth of work: an event-stream response with its ping, disconnect and shutdown tasks,
 and, because the SDK's client closes an event stream as soon as the result arrives, before the
 stream's end was read, a new TCP connection for the next call (a JSON body is read to its end and
-the connection is kept). The SSE response watched for the client leaving; a JSON answer is
-watched here (:func:`_json_exchange`), so a client that leaves still ends its wait and frees its
-slot. A call with a progress token keeps the event stream and its progress notifications.
+the connection is kept). A call with a progress token keeps the event stream and its progress
+notifications. Either way the connection is watched here (:func:`_exchange`), so a client that
+leaves ends its wait and frees its slot at once.
 
 The SDK's DNS-rebinding check is off: it protects servers that trust whoever can reach them
 (a local server, a cookie), and ``/mcp`` trusts nothing but a bearer key a web page cannot read.
@@ -102,11 +102,18 @@ def wants_json(body: bytes | None) -> bool:
     return not (isinstance(meta, dict) and "progressToken" in meta)
 
 
-async def _json_exchange(
-    scope: dict[str, Any], body: list[dict[str, Any]], receive: Receive, send: Send
+async def _exchange(
+    handler: StreamableHTTPSessionManager,
+    scope: dict[str, Any],
+    body: list[dict[str, Any]],
+    receive: Receive,
+    send: Send,
 ) -> None:
-    """The SDK's JSON answer to the request, cancelled when the client disconnects first (the
-    tool's wait ends and gives its slot back, as when an event stream is closed)."""
+    """The SDK's answer to the request (JSON or an event stream, by ``handler``), cancelled when
+    the client disconnects first, so the tool's wait ends and gives its slot back. The SDK reads
+    the connection after the body only to notice a disconnect, and on the event-stream path
+    noticing it ended the response but not the tool's wait (which kept its slot until its
+    timeout); here one watcher reads the connection and tells the SDK when it has gone."""
     pending = list(body)
     gone = anyio.Event()
 
@@ -125,7 +132,7 @@ async def _json_exchange(
             group.cancel_scope.cancel()
 
         group.start_soon(watch)
-        await json_manager.handle_request(scope, replay, send)
+        await handler.handle_request(scope, replay, send)
         group.cancel_scope.cancel()
 
 
@@ -145,15 +152,15 @@ async def mcp_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         await manager.handle_request(scope, receive, send)
         return
     messages, body = await _read_body(receive, manager.max_request_body_size)
-    if wants_json(body):
-        await _json_exchange(scope, messages, receive, send)
+    if body is None:  # past the size limit: the SDK reads the rest and refuses it
+        pending = list(messages)
+
+        async def replay() -> dict[str, Any]:
+            return pending.pop(0) if pending else await receive()
+
+        await manager.handle_request(scope, replay, send)
         return
-    pending = list(messages)
-
-    async def replay() -> dict[str, Any]:
-        return pending.pop(0) if pending else await receive()
-
-    await manager.handle_request(scope, replay, send)
+    await _exchange(json_manager if wants_json(body) else manager, scope, messages, receive, send)
 
 
 __all__ = ["mcp_app"]

@@ -24,8 +24,9 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 from rest_framework import serializers
 
+from apikeys.audit import Actor
 from apikeys.principal import Principal
-from apikeys.throttling import Lease, aclose_slot, open_slot
+from apikeys.throttling import Lease, aclose_slot, open_slot, settled
 from config.api.asgi import db_call, header
 from config.api.errors import (
     ApiError,
@@ -79,6 +80,11 @@ Timeout = Annotated[int, Field(ge=0, le=120, description="Seconds to wait, at mo
 class Caller:
     principal: Principal
     base_url: str  # this instance, as the client reached it (links in results)
+    ip: str | None = None  # the client's address (HTTP), for the audit log
+
+    @property
+    def actor(self) -> Actor:
+        return Actor.of_principal(self.principal, self.ip)
 
 
 def base_url_of(scope: dict[str, Any]) -> str:
@@ -92,7 +98,8 @@ async def caller(ctx: Context) -> Caller:
     request = ctx.request_context.request
     scope = getattr(request, "scope", None)
     if scope is not None and PRINCIPAL in scope:
-        return Caller(scope[PRINCIPAL], base_url_of(scope))
+        client = scope.get("client") or (None,)
+        return Caller(scope[PRINCIPAL], base_url_of(scope), client[0])
     stdio = STDIO_SCOPE.get()
     if stdio is None:
         raise Unauthorized()  # not reached: both transports set a credential
@@ -225,7 +232,7 @@ async def delete_inbox(ctx: Context, inbox: InboxRef) -> results.Deleted:
     def work() -> str:
         row = inbox_selectors.inbox_get(who.principal.workspace, inbox)
         deleted_id = row.pk
-        inbox_services.inbox_delete(inbox=row)
+        inbox_services.inbox_delete(inbox=row, by=who.actor)
         return deleted_id
 
     return results.Deleted(deleted=True, id=await work())
@@ -235,11 +242,18 @@ async def delete_inbox(ctx: Context, inbox: InboxRef) -> results.Deleted:
 
 
 @db_call
-def _open_wait(principal: Principal, inbox_ref: str, arguments: dict) -> tuple[Inbox, dict, Lease]:
-    """The inbox (tenant lookup), the validated query (REST wait's), and the key's slot."""
+def _opened(principal: Principal, inbox_ref: str, arguments: dict) -> tuple[Inbox, dict, Lease]:
     inbox = inbox_selectors.inbox_get(principal.workspace, inbox_ref)
     query = valid(WaitQuery, arguments)
     return inbox, query, open_slot(principal)
+
+
+async def _open_wait(
+    principal: Principal, inbox_ref: str, arguments: dict
+) -> tuple[Inbox, dict, Lease]:
+    """The inbox (tenant lookup), the validated query (REST wait's), and the key's slot, which
+    a call cancelled meanwhile gives back (``apikeys.throttling.settled``)."""
+    return await settled(_opened(principal, inbox_ref, arguments), lambda opened: opened[2])
 
 
 async def _wait(
@@ -371,7 +385,13 @@ async def get_verification_code(
 async def search_emails(
     ctx: Context,
     q: Annotated[
-        str | None, Field(description="Case-insensitive: sender, subject or preview.")
+        str | None,
+        Field(
+            description='The search language of GET /emails `q`: words and "phrases" '
+            "(sender, subject, whole text body), from:, to:, subject:, label:, inbox:, "
+            "header:Name=value, has:attachment|code|link, is:read|unread|starred, "
+            "before:/after: a date; '-' negates a term; all terms ANDed."
+        ),
     ] = None,
     inbox: Annotated[str | None, Field(description="Inbox id or address; omit: all.")] = None,
     label: Annotated[str | None, Field(description="A label key.")] = None,
@@ -546,7 +566,7 @@ async def get_outbox_item(
         lease = open_slot(who.principal) if wait and item.status == Status.PENDING else None
         return record, lease
 
-    record, lease = await current()
+    record, lease = await settled(current(), lambda found: found[1])
     if lease is not None:
         try:
             changed = await wait_for_change(record["id"], float(wait), None, who.principal)

@@ -15,6 +15,7 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_POST
 
 from apikeys import services as key_services
+from apikeys.audit import actor_of
 from apikeys.dashboard import may, member_required, refuse
 from apikeys.models import KeyKind
 from config.api.errors import ApiError
@@ -68,6 +69,7 @@ def connect_key(request: HttpRequest) -> HttpResponse:
             scopes=form.cleaned_data["scopes"],
             require_approval=form.cleaned_data["require_approval"],
             created_by=request.user,
+            by=actor_of(request),
         )
     except ApiError as error:
         form.add_error(None, error.message)

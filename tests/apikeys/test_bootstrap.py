@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Membership
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +36,9 @@ def _bootstrap(*extra: str) -> dict:
 def test_bootstrap_keeps_an_existing_accounts_password() -> None:
     elsewhere = key_services.workspace_get_or_create(name="Elsewhere")
     kim = key_services.user_get_or_create(email="kim@example.com", password="kims-own-password")
-    key_services.membership_set(workspace=elsewhere, user=kim, role="member")
+    key_services.membership_set(
+        workspace=elsewhere, user=kim, role="member", by=Actor.system("tests")
+    )
     result = _bootstrap()
     kim.refresh_from_db()
     assert kim.check_password("kims-own-password")

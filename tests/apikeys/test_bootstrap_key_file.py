@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from apikeys import services
+from apikeys.audit import Actor
 from apikeys.models import ApiKey
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +60,7 @@ def test_a_wider_key_file_is_narrowed_to_its_owner(tmp_path: Path) -> None:
 def test_a_revoked_key_is_replaced(tmp_path: Path) -> None:
     key_file = tmp_path / "demo-admin-key"
     first = _bootstrap(key_file)
-    services.api_key_revoke(key=ApiKey.objects.get(pk=first["key_id"]))
+    services.api_key_revoke(key=ApiKey.objects.get(pk=first["key_id"]), by=Actor.system("tests"))
     second = _bootstrap(key_file)
     assert second["key_new"] is True and second["api_key"] != first["api_key"]
     assert key_file.read_text().strip() == second["api_key"]

@@ -22,6 +22,7 @@ from django.test import Client
 from django.utils import timezone
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from tests.factories import UserFactory
 from tests.live import Stack
 
@@ -44,7 +45,9 @@ def people(transactional_db: None) -> list[str]:
     emails = ["owner@acme.test", "member@acme.test", "third@acme.test"]
     for email in emails:
         user = key_services.user_get_or_create(email=email, password=PASSWORD)
-        key_services.membership_set(workspace=workspace, user=user, role="owner")
+        key_services.membership_set(
+            workspace=workspace, user=user, role="owner", by=Actor.system("tests")
+        )
     return emails
 
 
@@ -160,7 +163,9 @@ def test_the_admin_sign_in_is_limited_too(stack: Stack, transactional_db: None) 
 def test_the_lock_lifts_after_the_cool_off(transactional_db: None) -> None:
     workspace = key_services.workspace_get_or_create(name="Acme")
     user = key_services.user_get_or_create(email="owner@acme.test", password=PASSWORD)
-    key_services.membership_set(workspace=workspace, user=user, role="owner")
+    key_services.membership_set(
+        workspace=workspace, user=user, role="owner", by=Actor.system("tests")
+    )
     client = Client()
     for n in range(LIMIT):
         client.post("/login/", {"username": "owner@acme.test", "password": f"guess-{n}"})

@@ -10,6 +10,7 @@ import pytest
 
 from apikeys import selectors
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.exceptions import InvalidKey
 from apikeys.models import ApiKey, Membership, Role, Workspace
 from config.api.errors import Forbidden, Unauthorized, ValidationFailed
@@ -44,6 +45,7 @@ def filled(workspace: Workspace, make_key: Callable[..., str]) -> dict[str, obje
         events=["inbox.created"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     inbox_services.inbox_create(workspace=workspace, local_part="hooked")  # one delivery
     return {"key": plain}

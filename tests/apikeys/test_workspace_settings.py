@@ -10,6 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Membership, Role, Workspace
 from config.api.errors import Forbidden, ValidationFailed
 from tests.conftest import Api
@@ -36,6 +37,7 @@ def test_owners_and_admins_change_every_setting(
         require_approval=True,
         classifier_enabled=False,
         allow_permanent_inboxes=False,
+        by=Actor.system("tests"),
     )
     workspace.refresh_from_db()
     assert updated.pk == workspace.pk
@@ -50,14 +52,18 @@ def test_members_may_not_change_settings(
     people: dict[str, Membership], workspace: Workspace
 ) -> None:
     with pytest.raises(Forbidden):
-        key_services.workspace_update(actor=people[Role.MEMBER], require_approval=True)
+        key_services.workspace_update(
+            actor=people[Role.MEMBER], require_approval=True, by=Actor.system("tests")
+        )
     workspace.refresh_from_db()
     assert workspace.require_approval is False
 
 
 def test_none_leaves_a_setting_alone(people: dict[str, Membership], workspace: Workspace) -> None:
     Workspace.objects.filter(pk=workspace.pk).update(require_approval=True, name="Kept")
-    key_services.workspace_update(actor=people[Role.OWNER], classifier_enabled=False)
+    key_services.workspace_update(
+        actor=people[Role.OWNER], classifier_enabled=False, by=Actor.system("tests")
+    )
     workspace.refresh_from_db()
     assert (workspace.name, workspace.require_approval, workspace.classifier_enabled) == (
         "Kept",
@@ -71,12 +77,18 @@ def test_only_changed_fields_are_written(
 ) -> None:
     with CaptureQueriesContext(connection) as unchanged:
         key_services.workspace_update(
-            actor=people[Role.OWNER], name=workspace.name, require_approval=False
+            actor=people[Role.OWNER],
+            name=workspace.name,
+            require_approval=False,
+            by=Actor.system("tests"),
         )
     assert not [q for q in unchanged.captured_queries if q["sql"].startswith("UPDATE")]
     with CaptureQueriesContext(connection) as changed:
         key_services.workspace_update(
-            actor=people[Role.OWNER], name=workspace.name, require_approval=True
+            actor=people[Role.OWNER],
+            name=workspace.name,
+            require_approval=True,
+            by=Actor.system("tests"),
         )
     updates = [q["sql"] for q in changed.captured_queries if q["sql"].startswith("UPDATE")]
     assert len(updates) == 1
@@ -92,7 +104,9 @@ def test_invalid_name_is_refused_with_its_path(
 ) -> None:
     before = workspace.name
     with pytest.raises(ValidationFailed) as error:
-        key_services.workspace_update(actor=people[Role.OWNER], name=name, require_approval=True)
+        key_services.workspace_update(
+            actor=people[Role.OWNER], name=name, require_approval=True, by=Actor.system("tests")
+        )
     assert error.value.issues == [{"path": "name", "message": message}]
     workspace.refresh_from_db()
     assert workspace.name == before and workspace.require_approval is False  # all or nothing
@@ -100,7 +114,9 @@ def test_invalid_name_is_refused_with_its_path(
 
 def test_only_the_actors_own_workspace_changes(people: dict[str, Membership]) -> None:
     other = WorkspaceFactory(name="Other")
-    key_services.workspace_update(actor=people[Role.OWNER], name="Renamed", require_approval=True)
+    key_services.workspace_update(
+        actor=people[Role.OWNER], name="Renamed", require_approval=True, by=Actor.system("tests")
+    )
     other.refresh_from_db()
     assert other.name == "Other" and other.require_approval is False
 
@@ -119,6 +135,7 @@ def test_api_sees_changes_at_once(
         require_approval=True,
         classifier_enabled=False,
         allow_permanent_inboxes=False,
+        by=Actor.system("tests"),
     )
     after = client.call("GET", "me").json()
     assert after["workspace"] == {"id": workspace.pk, "name": "Acme Two", "require_approval": True}
@@ -134,7 +151,9 @@ def test_sends_wait_for_approval_once_the_workspace_requires_it(
 ) -> None:
     client = Api(make_key(workspace))
     inbox = client.call("POST", "inboxes", {"local_part": "outgoing"}).json()
-    key_services.workspace_update(actor=people[Role.OWNER], require_approval=True)
+    key_services.workspace_update(
+        actor=people[Role.OWNER], require_approval=True, by=Actor.system("tests")
+    )
     sent = client.call(
         "POST",
         f"inboxes/{inbox['id']}/send",

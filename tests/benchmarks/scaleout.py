@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from apikeys.audit import Actor
 from tests.benchmarks import database, ingest
 from tests.benchmarks.stack import RESULTS, CpuWindow, child_env
 from tests.live import CELERY_WORKER, ROOT, Process, descendants, free_port, sse_events
@@ -148,7 +149,9 @@ def run_shape(name: str, shape: Shape, messages: int, receiver: Receiver) -> dic
     from webhooks.models import Delivery
 
     workspace = workspace_get_or_create(name=f"scaleout {name}")
-    key = api_key_create(workspace=workspace, name="so", scopes=ALL_SCOPES).plain
+    key = api_key_create(
+        workspace=workspace, name="so", scopes=ALL_SCOPES, by=Actor.system("tests")
+    ).plain
     inboxes = [inbox_create(workspace=workspace, ttl_minutes=None) for _ in range(INBOXES)]
     watched = inboxes[0]
     webhook_services.endpoint_create(
@@ -157,6 +160,7 @@ def run_shape(name: str, shape: Shape, messages: int, receiver: Receiver) -> dic
         events=["email.received"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     shape.start()
     streams: list[list[int]] = []

@@ -20,6 +20,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from apikeys.audit import Actor
 from tests.benchmarks.database import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, with_database
 from tests.live import CELERY_WORKER, ROOT, free_port
 
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             events=["inbox.created"],
             inbox_ids=[],
             label_keys=[],
+            by=Actor.system("tests"),
         )
         app.conf.task_default_queue = queue
         for count in (int(n) for n in args.workers.split(",")):

@@ -51,6 +51,7 @@ from typing import Any
 import httpx
 from aiosmtpd.controller import Controller
 
+from apikeys.audit import Actor
 from tests.live import CELERY_WORKER, ROOT, Stack, drain, free_port
 
 PASSWORD = "chaos-gate-password-5"
@@ -260,12 +261,14 @@ def _setup(run_id: str) -> dict[str, dict[str, str]]:
                 workspace=workspace,
                 user=keys.user_get_or_create(email=person, password=PASSWORD),
                 role=role,
+                by=Actor.system("tests"),
             )
         key = keys.api_key_create(
             workspace=workspace,
             name=f"agent {kind}",
             scopes=("read", "send"),
             require_approval=key_approval,
+            by=Actor.system("tests"),
         ).plain
         inbox = inboxes.inbox_create(
             workspace=workspace, local_part=f"agent-{kind}-{run_id}", ttl_minutes=None

@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 
+from apikeys.audit import Actor
 from tests.live import Stack
 
 BLOCKED_DOMAIN = "blocked.chaos.example"
@@ -65,7 +66,9 @@ def setup(run_id: str, lanes: int) -> tuple[list[Lane], Lane]:
     workspace = keys.workspace_get_or_create(name=f"realtime {run_id}")
 
     def key(name: str) -> str:
-        return keys.api_key_create(workspace=workspace, name=name, scopes=("read",)).plain
+        return keys.api_key_create(
+            workspace=workspace, name=name, scopes=("read",), by=Actor.system("tests")
+        ).plain
 
     waiters = []
     for lane in range(lanes):

@@ -31,6 +31,8 @@ from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from apikeys.audit import Actor
+
 SCHEDULE = [10, 40, 180, 660, 2580]  # the default WEBHOOK_RETRY_SCHEDULE
 BAND = 0.2  # allowed deviation of a gap from its step
 TIMEOUT_S = 10.0
@@ -153,7 +155,12 @@ def _endpoint(workspace: Any, url: str) -> Any:
     from webhooks import services
 
     endpoint, _ = services.endpoint_create(
-        workspace=workspace, url=url, events=["inbox.created"], inbox_ids=[], label_keys=[]
+        workspace=workspace,
+        url=url,
+        events=["inbox.created"],
+        inbox_ids=[],
+        label_keys=[],
+        by=Actor.system("tests"),
     )
     return endpoint
 

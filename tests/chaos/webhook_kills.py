@@ -28,6 +28,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from apikeys.audit import Actor
 from tests.chaos.approval_gate import Workers, _purge
 from tests.live import child_env
 
@@ -207,7 +208,12 @@ def run(
     app.conf.task_always_eager, app.conf.task_default_queue = False, queue
     workspace = workspace_get_or_create(name=f"chaos hooks {run_id}")
     endpoint, _ = services.endpoint_create(
-        workspace=workspace, url=receiver.url, events=["inbox.created"], inbox_ids=[], label_keys=[]
+        workspace=workspace,
+        url=receiver.url,
+        events=["inbox.created"],
+        inbox_ids=[],
+        label_keys=[],
+        by=Actor.system("tests"),
     )
     rows = Delivery.objects.filter(endpoint=endpoint)
     unfinished = rows.filter(status__in=[DeliveryStatus.PENDING, DeliveryStatus.RETRYING])

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.live import ROOT, Stack
 
@@ -37,7 +38,9 @@ def stack(django_db_setup: None, django_db_blocker: Any) -> Iterator[Stack]:
 
 @pytest.fixture
 def api_key(transactional_db: None, workspace: Workspace) -> str:
-    return key_services.api_key_create(workspace=workspace, name="client", scopes=ALL_SCOPES).plain
+    return key_services.api_key_create(
+        workspace=workspace, name="client", scopes=ALL_SCOPES, by=Actor.system("tests")
+    ).plain
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from pigeonhole_client import (
 )
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.client.conftest import send_mail
 from tests.live import Stack
@@ -109,7 +110,9 @@ def test_every_resource_and_helper(stack: Stack, ph: Pigeonhole, workspace: Work
             ph.inboxes.create(local_part="alice")
         assert (taken.value.code, taken.value.status) == ("address_taken", 409)
 
-        reader = key_services.api_key_create(workspace=workspace, name="r", scopes=["read"]).plain
+        reader = key_services.api_key_create(
+            workspace=workspace, name="r", scopes=["read"], by=Actor.system("tests")
+        ).plain
         with (
             Pigeonhole(stack.base_url, reader) as read_only,
             pytest.raises(InsufficientScope) as scope,

@@ -14,6 +14,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.client.conftest import client_env, send_mail
@@ -33,7 +34,9 @@ def bridge(stack: Stack, key: str, *args: str) -> StdioServerParameters:
 
 
 def key_of(workspace: Workspace, *scopes: str) -> str:
-    return key_services.api_key_create(workspace=workspace, name="agent", scopes=scopes).plain
+    return key_services.api_key_create(
+        workspace=workspace, name="agent", scopes=scopes, by=Actor.system("tests")
+    ).plain
 
 
 def test_tools_inbox_and_the_code_through_the_bridge(

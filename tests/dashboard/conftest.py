@@ -23,6 +23,7 @@ import pytest
 from django.contrib.auth.models import AbstractBaseUser
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Membership, Role, Workspace
 from tests.live import ROOT, Stack
 
@@ -164,7 +165,9 @@ def add_person(
 ) -> Membership:
     """A user (password ``PASSWORD`` unless given) with ``role`` in ``workspace``."""
     user = key_services.user_get_or_create(email=email, password=password)
-    return key_services.membership_set(workspace=workspace, user=user, role=role)
+    return key_services.membership_set(
+        workspace=workspace, user=user, role=role, by=Actor.system("tests")
+    )
 
 
 @dataclass

@@ -26,6 +26,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Role
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
@@ -97,6 +98,7 @@ def outbox(team: Team, stack: Stack) -> Iterator[Outbox]:
         name="Signup bot",
         scopes=("read", "write", "send"),
         require_approval=True,
+        by=Actor.system("tests"),
     )
     with stack.client(created.plain) as api:
         yield Outbox(team, sender, recipient, "Signup bot", created.key.prefix, api, since)
@@ -340,6 +342,7 @@ def test_someone_elses_decision_shows_up_live_and_a_late_click_gets_plain_words(
         role=Role.OWNER,
         decision="reject",
         note="Not now",
+        by=Actor.system("tests"),
     )
     expect(page.locator("[data-changed]")).to_have_text(
         "This message was just rejected by owner@acme.test. Show its current state"
@@ -396,6 +399,7 @@ def test_history_filters_and_pages(page, outbox: Outbox) -> None:
             role=Role.OWNER,
             decision="approve" if n == 0 else "reject",
             note=f"note {n:02d}",
+            by=Actor.system("tests"),
         )
     # One nobody decided: sent 73 hours ago, expired by the sweeper.
     stale = outbox.send("Too late", "x")

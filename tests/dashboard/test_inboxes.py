@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from apikeys.audit import Actor
 from inboxes import services as inbox_services
 from inboxes.models import Domain, Inbox
 from labels import services as label_services
@@ -121,8 +122,12 @@ def test_mark_read_unread_and_delete_from_the_inbox_view(page, team: Team) -> No
 
 
 def test_add_and_remove_a_manual_label(page, team: Team) -> None:
-    label_services.label_create(workspace=team.workspace, key="billing", name="Billing")
-    label_services.label_create(workspace=team.workspace, key="urgent", name="Urgent")
+    label_services.label_create(
+        workspace=team.workspace, key="billing", name="Billing", by=Actor.system("tests")
+    )
+    label_services.label_create(
+        workspace=team.workspace, key="urgent", name="Urgent", by=Actor.system("tests")
+    )
     inbox = inbox_services.inbox_create(workspace=team.workspace, local_part="labels")
     email = deliver(inbox, "Invoice 42", "Please pay.")
     login(page, "member@acme.test")

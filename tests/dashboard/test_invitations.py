@@ -18,6 +18,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Invitation, Membership, Role
 from tests.dashboard.conftest import (
     Team,
@@ -219,7 +220,9 @@ def test_withdrawn_and_expired_links_are_refused(page: Any, team: Team) -> None:
     assert "withdrawn" in page.get_by_role("alert").inner_text()
     owner = Membership.objects.get(user=team.owner)
     with time_machine.travel(timezone.now() - timedelta(hours=73)):
-        old = key_services.invitation_create(actor=owner, email="late@example.com", role="member")
+        old = key_services.invitation_create(
+            actor=owner, email="late@example.com", role="member", by=Actor.system("tests")
+        )
     page.goto(f"/invite/{old.plain}/")
     assert "expired" in page.get_by_role("alert").inner_text()
     page.goto("/invite/pgi_not-a-real-link/")

@@ -10,6 +10,7 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import ApiKey, Role, Workspace
 from tests.dashboard.conftest import (
     Team,
@@ -34,7 +35,7 @@ def _api(stack, plain: str, path: str, method: str = "GET", **kwargs):  # type: 
 
 def _admin_key(workspace: Workspace) -> str:
     return key_services.api_key_create(
-        workspace=workspace, name="test admin", scopes=("admin",)
+        workspace=workspace, name="test admin", scopes=("admin",), by=Actor.system("tests")
     ).plain
 
 
@@ -310,6 +311,7 @@ def test_phone_width_has_no_horizontal_overflow(page, team: Team, path: str) -> 
         scopes=("admin",),
         expires_in_days=7,
         require_approval=True,
+        by=Actor.system("tests"),
     )
     login(page, "owner@acme.test")
     page.set_viewport_size({"width": 375, "height": 812})
@@ -355,7 +357,9 @@ def test_the_plain_key_leaves_the_session_on_its_one_display(
 
 def test_other_workspaces_keys_are_not_found(owner_client: tuple[Client, Workspace]) -> None:
     client, _ = owner_client
-    foreign = key_services.api_key_create(workspace=WorkspaceFactory(), name="theirs").key
+    foreign = key_services.api_key_create(
+        workspace=WorkspaceFactory(), name="theirs", by=Actor.system("tests")
+    ).key
     for action in ("revoke", "approval"):
         response = client.post(f"/keys/{foreign.pk}/{action}/", {"require_approval": "on"})
         assert response.status_code == 404

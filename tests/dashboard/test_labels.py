@@ -9,6 +9,7 @@ import smtplib
 
 from playwright.sync_api import expect
 
+from apikeys.audit import Actor
 from inboxes import services as inbox_services
 from labels import services as label_services
 from labels.models import Label
@@ -123,6 +124,7 @@ def test_tester_uses_a_recent_email(page, team: Team, stack: Stack) -> None:
                 },
             ],
         },
+        by=Actor.system("tests"),
     )
     login(page, "admin@acme.test")
     page.goto("/labels/receipts/edit/")
@@ -183,7 +185,9 @@ def test_malformed_rules_are_explained_and_nothing_is_saved(page, team: Team) ->
 
 
 def test_duplicate_key_and_disabled_classifier_are_plain_errors(page, team: Team) -> None:
-    label_services.label_create(workspace=team.workspace, key="taken", name="Taken")
+    label_services.label_create(
+        workspace=team.workspace, key="taken", name="Taken", by=Actor.system("tests")
+    )
     team.workspace.classifier_enabled = False
     team.workspace.save(update_fields=["classifier_enabled"])
     login(page, "owner@acme.test")
@@ -202,7 +206,9 @@ def test_duplicate_key_and_disabled_classifier_are_plain_errors(page, team: Team
 
 
 def test_edit_and_delete_a_label(page, team: Team) -> None:
-    label_services.label_create(workspace=team.workspace, key="news", name="News", rules={})
+    label_services.label_create(
+        workspace=team.workspace, key="news", name="News", rules={}, by=Actor.system("tests")
+    )
     login(page, "owner@acme.test")
     page.goto("/labels/")
     page.get_by_role("link", name="Edit news").click()
@@ -229,7 +235,11 @@ def test_edit_and_delete_a_label(page, team: Team) -> None:
 
 def test_members_read_and_test_but_cannot_change_labels(page, team: Team) -> None:
     label_services.label_create(
-        workspace=team.workspace, key="invoices", name="Invoices", rules=INVOICE_RULE
+        workspace=team.workspace,
+        key="invoices",
+        name="Invoices",
+        rules=INVOICE_RULE,
+        by=Actor.system("tests"),
     )
     login(page, "member@acme.test")
     page.goto("/labels/")

@@ -17,6 +17,7 @@ from django.template.loader import render_to_string
 from playwright.sync_api import expect
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Membership, Role
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
@@ -147,11 +148,18 @@ def full(team: Team, stack: Stack) -> Full:
         expires_in_days=30,
         require_approval=True,
         created_by=team.owner,
+        by=Actor.system("tests"),
     )
     sender_key = key_services.api_key_create(
-        workspace=ws, name="Outbound agent", scopes=("send",), require_approval=True
+        workspace=ws,
+        name="Outbound agent",
+        scopes=("send",),
+        require_approval=True,
+        by=Actor.system("tests"),
     )
-    key_services.api_key_create(workspace=ws, name="Reader", scopes=("read",))
+    key_services.api_key_create(
+        workspace=ws, name="Reader", scopes=("read",), by=Actor.system("tests")
+    )
     label_services.label_create(
         workspace=ws,
         key="invoices",
@@ -160,6 +168,7 @@ def full(team: Team, stack: Stack) -> Full:
             "match": "any",
             "conditions": [{"field": "subject", "op": "contains", "value": "x"}],
         },
+        by=Actor.system("tests"),
     )
     endpoint, _ = webhook_services.endpoint_create(
         workspace=ws,
@@ -167,10 +176,15 @@ def full(team: Team, stack: Stack) -> Full:
         events=["email.received", "email.labeled", "inbox.expired"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     webhook_services.send_test(endpoint=endpoint)
-    inbox_services.domain_add(workspace=ws, domain="mail.acme-corporation-example.test")
-    key_services.invitation_create(actor=owner, email="newcomer@acme.test", role=Role.MEMBER)
+    inbox_services.domain_add(
+        workspace=ws, domain="mail.acme-corporation-example.test", by=Actor.system("tests")
+    )
+    key_services.invitation_create(
+        actor=owner, email="newcomer@acme.test", role=Role.MEMBER, by=Actor.system("tests")
+    )
     with stack.client(sender_key.plain) as api:
         response = api.post(
             f"inboxes/{permanent.pk}/send",
@@ -219,6 +233,7 @@ def _pages(full: Full) -> dict[str, str]:
         "outgoing": "/approvals/outgoing/",
         "members": "/members/",
         "settings": "/settings/",
+        "audit": "/audit/",
         "inbox-new": "/inboxes/new/",
         "password": "/password/",
     }
@@ -297,7 +312,7 @@ def test_phone_header_is_one_compact_row_with_a_menu(page, full: Full) -> None:
     ("email", "shown"),
     [("owner@acme.test", True), ("admin@acme.test", True), ("member@acme.test", False)],
 )
-def test_navigation_names_domains_and_members_for_the_roles_that_manage_them(
+def test_navigation_names_domains_members_and_audit_log_for_the_roles_that_manage_them(
     page, team: Team, email: str, shown: bool
 ) -> None:
     login(page, email)
@@ -307,7 +322,11 @@ def test_navigation_names_domains_and_members_for_the_roles_that_manage_them(
         page.goto("/")
         if label == "phone":
             page.get_by_role("button", name="Menu").click()
-        for name, heading in (("Domains", "Domains"), ("Members", "Members of Acme")):
+        for name, heading in (
+            ("Domains", "Domains"),
+            ("Members", "Members of Acme"),
+            ("Audit log", "Audit log of Acme"),
+        ):
             link = nav.get_by_role("link", name=name, exact=True)
             if not shown:
                 expect(link).to_have_count(0)

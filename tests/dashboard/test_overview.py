@@ -17,6 +17,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from inboxes import services as inbox_services
 from mail import pipeline
 from mail import selectors as mail_selectors
@@ -92,6 +93,7 @@ def test_overview_shows_the_numbers_of_stats_and_the_charts(
         name="overview",
         scopes=("read", "write", "send"),
         require_approval=True,
+        by=Actor.system("tests"),
     ).plain
     api = httpx.Client(base_url=stack.base_url, headers={"Authorization": f"Bearer {key}"})
     inbox = api.post("/api/v1/inboxes", json={"local_part": "overview"}).json()
@@ -103,6 +105,7 @@ def test_overview_shows_the_numbers_of_stats_and_the_charts(
         events=["email.received"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     for n in range(3):
         _send(stack.smtp_port, inbox["address"], f"Your code, message {n}")
@@ -291,6 +294,7 @@ def test_webhook_health_counts_the_last_day_and_the_success_rate() -> None:
         events=["email.received"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     assert webhook_selectors.webhook_health(workspace).rate is None
 
@@ -321,7 +325,10 @@ def test_the_overview_counts_deliveries_not_hand_overs(
     settings,
 ) -> None:  # type: ignore[no-untyped-def]
     key = key_services.api_key_create(
-        workspace=team.workspace, name="sender", scopes=("read", "write", "send")
+        workspace=team.workspace,
+        name="sender",
+        scopes=("read", "write", "send"),
+        by=Actor.system("tests"),
     )
     inbox = inbox_services.inbox_create(workspace=team.workspace, local_part="agent")
     colleague = inbox_services.inbox_create(workspace=team.workspace, local_part="colleague")

@@ -25,6 +25,7 @@ import pytest
 import stripe
 from playwright.sync_api import expect
 
+from apikeys.audit import Actor
 from tests.dashboard.conftest import (
     PHONE,
     Team,
@@ -243,6 +244,7 @@ def test_members_read_but_cannot_manage_webhooks(page: Any, team: Team) -> None:
         events=["email.received"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     delivery = webhook_services.send_test(endpoint=endpoint)
     login(page, "member@acme.test")

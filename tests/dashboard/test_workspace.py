@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 
 from apikeys import selectors
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.exceptions import LastOwner, RoleNotAllowed
 from apikeys.models import Membership, Role
 from config.api.errors import NotFound
@@ -278,39 +279,49 @@ def acme(db: None) -> dict[str, Membership]:
 def test_only_owners_grant_or_take_the_owner_role(acme: dict[str, Membership]) -> None:
     with pytest.raises(RoleNotAllowed):
         key_services.membership_role_set(
-            actor=acme["admin"], membership=acme["member"], role="owner"
+            actor=acme["admin"], membership=acme["member"], role="owner", by=Actor.system("tests")
         )
     with pytest.raises(RoleNotAllowed):
         key_services.membership_role_set(
-            actor=acme["admin"], membership=acme["owner"], role="member"
+            actor=acme["admin"], membership=acme["owner"], role="member", by=Actor.system("tests")
         )
     with pytest.raises(RoleNotAllowed):
-        key_services.membership_remove(actor=acme["admin"], membership=acme["owner"])
+        key_services.membership_remove(
+            actor=acme["admin"], membership=acme["owner"], by=Actor.system("tests")
+        )
     promoted = key_services.membership_role_set(
-        actor=acme["owner"], membership=acme["admin"], role="owner"
+        actor=acme["owner"], membership=acme["admin"], role="owner", by=Actor.system("tests")
     )
     assert promoted.role == "owner"
     # With two owners, one may step down.
-    key_services.membership_role_set(actor=acme["owner"], membership=acme["owner"], role="member")
+    key_services.membership_role_set(
+        actor=acme["owner"], membership=acme["owner"], role="member", by=Actor.system("tests")
+    )
     assert Membership.objects.get(pk=acme["owner"].pk).role == "member"
 
 
 def test_last_owner_stays(acme: dict[str, Membership]) -> None:
     with pytest.raises(LastOwner):
         key_services.membership_role_set(
-            actor=acme["owner"], membership=acme["owner"], role="admin"
+            actor=acme["owner"], membership=acme["owner"], role="admin", by=Actor.system("tests")
         )
     with pytest.raises(LastOwner):
-        key_services.membership_remove(actor=acme["owner"], membership=acme["owner"])
+        key_services.membership_remove(
+            actor=acme["owner"], membership=acme["owner"], by=Actor.system("tests")
+        )
     assert Membership.objects.get(pk=acme["owner"].pk).role == "owner"
 
 
 def test_managers_remove_members_but_not_across_workspaces(acme: dict[str, Membership]) -> None:
-    key_services.membership_remove(actor=acme["admin"], membership=acme["member"])
+    key_services.membership_remove(
+        actor=acme["admin"], membership=acme["member"], by=Actor.system("tests")
+    )
     assert not Membership.objects.filter(pk=acme["member"].pk).exists()
     stranger = add_person(WorkspaceFactory(), "stranger@example.com", Role.OWNER)
     with pytest.raises(NotFound):
-        key_services.membership_remove(actor=acme["owner"], membership=stranger)
+        key_services.membership_remove(
+            actor=acme["owner"], membership=stranger, by=Actor.system("tests")
+        )
     with pytest.raises(NotFound):
         selectors.membership_get(acme["owner"].workspace, stranger.pk)
     assert Membership.objects.filter(pk=stranger.pk).exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services
 from tests.conftest import Api
@@ -14,8 +15,10 @@ pytestmark = pytest.mark.django_db
 
 def test_domains_list(settings, api: Api, workspace: Workspace, other_workspace: Workspace) -> None:  # type: ignore[no-untyped-def]
     settings.INBOX_DOMAINS = ["shared.test", "second.test"]
-    mine = services.domain_add(workspace=workspace, domain="Mail.Mine.test", catch_all=True)
-    services.domain_add(workspace=other_workspace, domain="theirs.test")
+    mine = services.domain_add(
+        workspace=workspace, domain="Mail.Mine.test", catch_all=True, by=Actor.system("tests")
+    )
+    services.domain_add(workspace=other_workspace, domain="theirs.test", by=Actor.system("tests"))
     body = api.call("GET", "domains").json()
     shared = {"catch_all": False, "verified": True, "verification": None, "shared": True}
     assert body == {
@@ -48,7 +51,7 @@ def test_only_verified_custom_domain_becomes_default(
 ) -> None:  # type: ignore[no-untyped-def]
     settings.INBOX_DOMAINS = []
     assert api.call("GET", "domains").json()["data"] == []
-    services.domain_add(workspace=workspace, domain="pending.test")
+    services.domain_add(workspace=workspace, domain="pending.test", by=Actor.system("tests"))
     verified_domain(workspace, "own.test")
     rows = api.call("GET", "domains").json()["data"]
     assert [(r["domain"], r["verified"], r["default"]) for r in rows] == [

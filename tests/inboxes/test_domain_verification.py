@@ -23,6 +23,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import selectors, services
 from inboxes.models import Domain, Inbox
@@ -63,8 +64,12 @@ def test_an_unverified_custom_domain_receives_no_mail_and_a_verified_one_does(
     stack: Stack, workspace: Workspace, dns_server: DnsServer
 ) -> None:
     """The attack: a workspace claims a domain (catch-all on) and receives its mail at once."""
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=ADMIN).plain
-    services.domain_add(workspace=workspace, domain="claimed.example", catch_all=True)
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=ADMIN, by=Actor.system("tests")
+    ).plain
+    services.domain_add(
+        workspace=workspace, domain="claimed.example", catch_all=True, by=Actor.system("tests")
+    )
     code, reply = _rcpt(stack, "anyone@claimed.example")
     assert (code, reply[:5]) == (550, b"5.1.1")
     assert not Inbox.objects.filter(domain="claimed.example").exists()
@@ -148,13 +153,19 @@ def test_a_domain_whose_record_disappears_stops_receiving(
 def test_verify_api_answers_for_own_custom_domains_only(
     settings, api: Api, other_api: Api, workspace: Workspace, other_workspace: Workspace
 ) -> None:  # type: ignore[no-untyped-def]
-    services.domain_add(workspace=workspace, domain="mine.example")
-    services.domain_add(workspace=other_workspace, domain="theirs.example")
+    services.domain_add(workspace=workspace, domain="mine.example", by=Actor.system("tests"))
+    services.domain_add(
+        workspace=other_workspace, domain="theirs.example", by=Actor.system("tests")
+    )
     assert api.call("POST", "domains/Mine.Example/verify").status_code == 200
     for name in ("theirs.example", "nowhere.example", settings.INBOX_DOMAINS[0]):
         assert error_of(api.call("POST", f"domains/{name}/verify")) == (404, "not_found")
     assert Domain.objects.get(domain="theirs.example").last_checked_at is None
-    reader = Api(key_services.api_key_create(workspace=workspace, name="r", scopes=["write"]).plain)
+    reader = Api(
+        key_services.api_key_create(
+            workspace=workspace, name="r", scopes=["write"], by=Actor.system("tests")
+        ).plain
+    )
     assert error_of(reader.call("POST", "domains/mine.example/verify")) == (
         403,
         "insufficient_scope",
@@ -180,7 +191,7 @@ def test_dns_failures_never_change_verification(
 def test_a_silent_nameserver_is_a_dns_error_within_the_timeout(
     api: Api, workspace: Workspace, settings
 ) -> None:  # type: ignore[no-untyped-def]
-    services.domain_add(workspace=workspace, domain="silent.example")
+    services.domain_add(workspace=workspace, domain="silent.example", by=Actor.system("tests"))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:  # bound, never answers
         mute.bind(("127.0.0.1", 0))
         settings.DNS_RESOLVER = f"127.0.0.1:{mute.getsockname()[1]}"
@@ -194,7 +205,9 @@ def test_a_silent_nameserver_is_a_dns_error_within_the_timeout(
 def test_a_wrong_value_is_missing_and_says_what_was_found(
     api: Api, workspace: Workspace, dns_server: DnsServer
 ) -> None:
-    domain = services.domain_add(workspace=workspace, domain="wrong.example")
+    domain = services.domain_add(
+        workspace=workspace, domain="wrong.example", by=Actor.system("tests")
+    )
     dns_server.publish(domain.record_name, "pigeonhole-verification=someone-elses-token")
     body = api.call("POST", "domains/wrong.example/verify").json()
     assert body["verified"] is False and body["verification"]["result"] == "missing"
@@ -206,7 +219,9 @@ def test_a_claim_does_not_block_the_owner_and_one_workspace_verifies(
 ) -> None:
     """First come is no longer first served: a squatter's unverified claim does not keep the
     real owner out, and once a workspace has verified a name nobody else can claim it."""
-    squatter = services.domain_add(workspace=other_workspace, domain="wanted.example")
+    squatter = services.domain_add(
+        workspace=other_workspace, domain="wanted.example", by=Actor.system("tests")
+    )
     owner = verified_domain(workspace, "wanted.example")
     assert owner.pk != squatter.pk
     dns_server.publish(squatter.record_name, owner.record_value, squatter.record_value)
@@ -215,7 +230,7 @@ def test_a_claim_does_not_block_the_owner_and_one_workspace_verifies(
     assert selectors.catch_all_domain("wanted.example") is None  # catch-all is off
     third = Workspace.objects.create(name="third")
     with pytest.raises(Exception) as refused:
-        services.domain_add(workspace=third, domain="wanted.example")
+        services.domain_add(workspace=third, domain="wanted.example", by=Actor.system("tests"))
     assert getattr(refused.value, "code", None) == "invalid_domain"
 
 
@@ -227,7 +242,7 @@ def test_shared_domains_and_their_subdomains_are_never_custom(
 ) -> None:  # type: ignore[no-untyped-def]
     settings.INBOX_DOMAINS = ["pigeonhole.test", "second.test"]
     with pytest.raises(Exception) as refused:
-        services.domain_add(workspace=workspace, domain=name)
+        services.domain_add(workspace=workspace, domain=name, by=Actor.system("tests"))
     assert getattr(refused.value, "code", None) == "invalid_domain"
     assert "subdomain" in str(refused.value)
     with pytest.raises(CommandError, match="subdomain"):
@@ -245,7 +260,12 @@ def test_shared_domains_and_their_subdomains_are_never_custom(
         )
     assert not Domain.objects.exists() and not Workspace.objects.filter(name="Boot").exists()
     # Look-alikes are fine: they are not under a shared domain.
-    assert services.domain_add(workspace=workspace, domain="notpigeonhole.test").verified is False
+    assert (
+        services.domain_add(
+            workspace=workspace, domain="notpigeonhole.test", by=Actor.system("tests")
+        ).verified
+        is False
+    )
 
 
 @pytest.mark.parametrize("local_part", ["postmaster", "Abuse", "admin", "hostmaster", "no-reply"])
@@ -274,7 +294,9 @@ def test_an_unverified_claim_does_not_divert_outgoing_mail(
     workspace: Workspace, other_workspace: Workspace
 ) -> None:
     """Outgoing mail to a name counts as ours (delivered internally) only once it is verified."""
-    services.domain_add(workspace=other_workspace, domain="victim.example")
+    services.domain_add(
+        workspace=other_workspace, domain="victim.example", by=Actor.system("tests")
+    )
     assert selectors.hosted_domain("victim.example") is False
     assert split_recipients(["ceo@victim.example"]) == ([], ["ceo@victim.example"])
     verified_domain(workspace, "mine.example")
@@ -285,7 +307,9 @@ def test_operator_vouched_domains_are_not_taken_away(
     workspace: Workspace, dns_server: DnsServer, settings
 ) -> None:  # type: ignore[no-untyped-def]
     """Grandfathered or vouched for (verified, never proven): a missing record keeps it."""
-    domain = services.domain_add(workspace=workspace, domain="vouched.example", verified=True)
+    domain = services.domain_add(
+        workspace=workspace, domain="vouched.example", verified=True, by=Actor.system("tests")
+    )
     for _ in range(settings.DOMAIN_UNVERIFY_AFTER + 1):
         domain = services.domain_check(domain=domain)
     assert domain.verified is True and domain.verified_at is None
@@ -414,7 +438,7 @@ def test_bootstrap_prints_the_record_or_vouches_with_verified(db: None) -> None:
 def test_a_name_too_long_for_its_record_is_refused(workspace: Workspace) -> None:
     name = ".".join(["a" * 60] * 4) + ".example"  # 251 characters: a name, but not its record's
     with pytest.raises(Exception) as refused:
-        services.domain_add(workspace=workspace, domain=name)
+        services.domain_add(workspace=workspace, domain=name, by=Actor.system("tests"))
     assert getattr(refused.value, "code", None) == "validation_error"
     assert "verification record" in str(refused.value)
 

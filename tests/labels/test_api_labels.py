@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from config.api.errors import ValidationFailed
 from events.models import Event
@@ -267,6 +268,7 @@ def test_labels_made_by_the_service_store_complete_rules(workspace: Workspace) -
         key="shop",
         name="Shop",
         rules={"conditions": [{"field": "from", "op": "domain", "value": "shop.example"}]},
+        by=Actor.system("tests"),
     )
     assert label.rules["match"] == "any"
     assert (
@@ -280,7 +282,9 @@ def test_labels_made_by_the_service_store_complete_rules(workspace: Workspace) -
         "shop"
     ]
     with pytest.raises(ValidationFailed):
-        label_services.label_update(label=label, rules={"conditions": [{"field": "nope"}]})
+        label_services.label_update(
+            label=label, rules={"conditions": [{"field": "nope"}]}, by=Actor.system("tests")
+        )
 
 
 def test_a_label_whose_rules_cannot_run_never_costs_the_mail(workspace: Workspace) -> None:

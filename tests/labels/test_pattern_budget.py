@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from labels import services as label_services
@@ -32,7 +33,11 @@ CATASTROPHIC = {
 def catastrophic_labels(workspace: Workspace) -> None:
     for n in range(LABELS):
         label_services.label_create(
-            workspace=workspace, key=f"slow-{n}", name=f"Slow {n}", rules=CATASTROPHIC
+            workspace=workspace,
+            key=f"slow-{n}",
+            name=f"Slow {n}",
+            rules=CATASTROPHIC,
+            by=Actor.system("tests"),
         )
 
 

@@ -13,6 +13,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from events.models import Event
 from inboxes import services as inbox_services
@@ -226,7 +227,7 @@ def test_an_inbox_recreated_under_the_same_address_gets_its_mail(
 ) -> None:
     first = inbox_services.inbox_create(workspace=workspace, local_part="again")
     smtp_server.send(message(to=first.address, subject="to the first"), to=[first.address])
-    inbox_services.inbox_delete(inbox=first)
+    inbox_services.inbox_delete(inbox=first, by=Actor.system("tests"))
     second = inbox_services.inbox_create(workspace=workspace, local_part="again")
     assert (
         smtp_server.send(message(to=second.address, subject="to the second"), to=[second.address])
@@ -235,7 +236,7 @@ def test_an_inbox_recreated_under_the_same_address_gets_its_mail(
     assert list(Email.objects.filter(inbox=second).values_list("subject", flat=True)) == [
         "to the second"
     ]
-    inbox_services.inbox_delete(inbox=second)
+    inbox_services.inbox_delete(inbox=second, by=Actor.system("tests"))
     with pytest.raises(smtplib.SMTPException):  # gone, and not admitted from memory either
         smtp_server.send(message(to=second.address, subject="to nobody"), to=[second.address])
 

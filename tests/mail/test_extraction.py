@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mail.message import extraction
-from mail.message.extraction import AFTER_WINDOW, BEFORE_WINDOW, extract
+from mail.message.extraction import AFTER_WINDOW, BEFORE_WINDOW, COPULA_WINDOW, extract
 from mail.message.htmltext import html_to_text
+from tests.sizes import examples
 
 
 @dataclass(frozen=True)
@@ -720,6 +721,507 @@ CORPUS: list[Message] = [
 ]
 
 
+# ---------------------------------------------------------------- codes among distractors
+# Issue 28, point 5: transactional mail crowded with other numbers (order and reference numbers,
+# prices with thousands separators and decimal commas, dates, delivery windows, phone numbers,
+# product models, IBANs), in nine languages; login links whose anchor says only "Continue"; and
+# order mail full of numbers that carries no code at all.
+DISTRACTORS: list[Message] = [
+    Message(
+        id="distractors-en-delivery-passcode-order-prices-window",
+        subject="Your delivery passcode for order 112-4839201-7731902",
+        text=(
+            "Hi Jane,\n\n"
+            "Your package arrives today, Friday 11/27, between 14:00–16:00.\n\n"
+            "Order 112-4839201-7731902\n"
+            "Apple MacBook Air 13-inch 256GB      $1,099.00\n"
+            "AppleCare+ for MacBook Air           $200.00\n"
+            "Order total:                         $1,299.00\n\n"
+            "Because this order is over $1,000, the driver will ask for a one-time passcode. "
+            "Share this passcode only with the driver at your door: 4729\n\n"
+            "Tracking ID: TBA304918273645\n"
+            "Questions? Call 1-888-280-4331 (24/7)."
+        ),
+        codes=("4729",),
+    ),
+    Message(
+        id="distractors-en-3ds-otp-merchant-amount-date",
+        subject="Your one-time passcode",
+        text=(
+            "Your one-time passcode for the purchase of EUR 1.234,56 at MEDIAMARKT 0417 BERLIN "
+            "on 27.11.2026 14:32 is 739104. Never share it. Not you? Call +49 69 1234 5678."
+        ),
+        codes=("739104",),
+    ),
+    Message(
+        id="distractors-en-code-for-order-number-is",
+        subject="Confirm your pickup",
+        text=(
+            "Your verification code for order 4455667 (2 items, $1,299.00, ready since "
+            "2026-11-27) is 608213. Show it at the counter of store 0412, 1200 Market St, "
+            "open 09:00–21:00."
+        ),
+        codes=("608213",),
+    ),
+    Message(
+        id="distractors-en-html-receipt-code-at-the-end",
+        subject="Confirm your Acme Pro renewal",
+        html=_page(
+            "<tr><td><h2>Your renewal is almost done</h2></td></tr>"
+            "<tr><td><table>"
+            "<tr><td>Plan</td><td>Acme Pro (annual)</td></tr>"
+            "<tr><td>Price</td><td>$1,299.00/yr</td></tr>"
+            "<tr><td>Tax (8.25%)</td><td>$107.17</td></tr>"
+            "<tr><td>Total</td><td>$1,406.17</td></tr>"
+            "<tr><td>Renews on</td><td>2026-11-27</td></tr>"
+            "<tr><td>Invoice</td><td>20261127</td></tr>"
+            "<tr><td>Seats</td><td>1200</td></tr>"
+            "</table></td></tr>"
+            "<tr><td>Enter this verification code in the app to confirm the charge:</td></tr>"
+            "<tr><td class='code'>918427</td></tr>"
+            "<tr><td>This code expires in 15 minutes. Support: +1 (415) 555-0132, "
+            "Mon–Fri 9:00–17:00 PT.</td></tr>"
+        ),
+        codes=("918427",),
+    ),
+    Message(
+        id="distractors-en-bank-login-code-balance-reference",
+        subject="Your Acme Bank sign-in code",
+        text=(
+            "Your sign-in code is 739 104. It expires in 5 minutes.\n\n"
+            "This code was requested on 11/27 at 14:05 from a new device. "
+            "Reference 48213907, session 20261127.\n"
+            "Available balance: $12,345.67 (as of 11/27/2026)."
+        ),
+        codes=("739104",),
+    ),
+    Message(
+        id="distractors-en-second-keyword-then-ticket-number",
+        subject="Verify your email to finish your order",
+        text=(
+            "Thanks for ordering from Acme Outdoor!\n\n"
+            "Verification code: 284615\n\n"
+            "Enter the code on the checkout page to place order 4455667. Total: $1,299.00 "
+            "(3 items). Delivery window: Tue 12/01, 08:00–12:00.\n"
+            "Need help? Call 1-800-555-0199 and quote ticket 58213790."
+        ),
+        codes=("284615",),
+    ),
+    Message(
+        id="distractors-de-bestaetigungscode-bestellung-preise",
+        subject="Ihre Bestellung 302-4455667: Bestätigungscode",
+        text=(
+            "Guten Tag Frau Müller,\n\n"
+            "vielen Dank für Ihre Bestellung vom 27.11.2026.\n\n"
+            "Bestellnr.: 302-4455667\n"
+            "Summe: 1.234,56 € (inkl. 19 % MwSt.: 197,11 €)\n"
+            "Lieferung: Sa., 28.11.2026, 14:00–16:00 Uhr\n\n"
+            "Bitte bestätigen Sie die Bestellung mit diesem Bestätigungscode: 582 913\n\n"
+            "Der Code ist 15 Minuten gültig. Vorgangsnummer 20261127.\n"
+            "Bei Fragen erreichen Sie uns unter 030 12345678 (Mo–Fr 8–20 Uhr)."
+        ),
+        codes=("582913",),
+    ),
+    Message(
+        id="distractors-de-tan-ueberweisung-iban-betrag",
+        subject="Ihre TAN",
+        text=(
+            "Ihre TAN für die Überweisung von 1.250,00 € an Max Mustermann "
+            "(IBAN DE89 3704 0044 0532 0130 00) am 27.11.2026 lautet: 583920\n"
+            "Geben Sie diese TAN niemals telefonisch weiter."
+        ),
+        codes=("583920",),
+    ),
+    Message(
+        id="distractors-de-html-sicherheitscode-artikeltabelle",
+        subject="Zahlung freigeben",
+        html=_page(
+            "<tr><td><p>Hallo Jonas,</p><p>bitte geben Sie Ihre Zahlung frei.</p></td></tr>"
+            "<tr><td><table>"
+            "<tr><th>Artikel</th><th>Menge</th><th>Preis</th></tr>"
+            "<tr><td>Sony WH-1000XM5</td><td>1</td><td>349,00 €</td></tr>"
+            "<tr><td>Versand</td><td></td><td>4,99 €</td></tr>"
+            "<tr><td>Gesamtsumme</td><td></td><td>353,99 €</td></tr>"
+            "</table></td></tr>"
+            "<tr><td>Artikelnummer 4455667 · Rechnungsnummer RE-2026-11873</td></tr>"
+            "<tr><td>Ihr Sicherheitscode für die Zahlung von 353,99 € an Sony WH-1000XM5 "
+            "lautet:</td></tr>"
+            "<tr><td class='code'>730 418</td></tr>"
+            "<tr><td>Hotline: 0800 1234567 · Lieferfenster 14:00–16:00</td></tr>"
+        ),
+        codes=("730418",),
+    ),
+    Message(
+        id="distractors-de-code-gueltig-dann-paketnummer",
+        subject="Ihr Einmalcode",
+        text=(
+            "Ihr Einmalcode: 4821\n"
+            "Der Code gilt bis 27.11.2026, 16:00 Uhr. Paket 1 von 2, Gewicht 2,5 kg, "
+            "Sendung 00340434161234567890.\n"
+            "Zustellung zwischen 14:00 und 16:00 Uhr an Musterstraße 12, 10115 Berlin."
+        ),
+        codes=("4821",),
+    ),
+    Message(
+        id="distractors-fr-code-commande-montant-reference",
+        subject="Validez votre paiement",
+        text=(
+            "Bonjour Camille,\n\n"
+            "Merci pour votre commande n° 4455667 du 27/11/2026.\n"
+            "Montant total : 1 234,56 € TTC\n"
+            "Livraison prévue le vendredi 28 novembre entre 14h00 et 16h00.\n\n"
+            "Pour valider le paiement, saisissez le code de vérification suivant : 804 317\n\n"
+            "Ce code expire dans 10 minutes. Référence : 88421907\n"
+            "Service client : 01 23 45 67 89"
+        ),
+        codes=("804317",),
+    ),
+    Message(
+        id="distractors-fr-commande-n-degre-code-de-retrait",
+        subject="Votre code de confirmation",
+        text=(
+            "Commande n° 4455667 — 3 articles — 1 299,00 €\n"
+            "Votre code de confirmation pour la commande n° 4455667 est le 5139 0826.\n"
+            "Retrait le 28/11/2026 de 14:00 à 16:00, au 12 rue de Rivoli, 75004 Paris."
+        ),
+        codes=("51390826",),
+    ),
+    Message(
+        id="distractors-es-codigo-pedido-referencia",
+        subject="Tu código de verificación",
+        text=(
+            "Hola Lucía:\n\n"
+            "Gracias por tu compra. Pedido n.º 4455667 (27/11/2026)\n"
+            "Total: 1.299,00 €\n"
+            "Entrega: sábado 28/11, de 14:00 a 16:00\n\n"
+            "Tu código de verificación es 362 915. Caduca en 10 minutos.\n"
+            "No compartas este código. Referencia del envío: 88421907\n"
+            "Atención al cliente: 912 345 678"
+        ),
+        codes=("362915",),
+    ),
+    Message(
+        id="distractors-es-otp-compra-importe-comercio",
+        subject="Código para confirmar tu compra",
+        text=(
+            "BANCO ACME: El código para confirmar tu compra de 1.234,56 EUR en ZARA 0123 "
+            "MADRID el 27/11/2026 a las 14:32 es 482017. No lo compartas con nadie."
+        ),
+        codes=("482017",),
+    ),
+    Message(
+        id="distractors-pt-codigo-pedido-protocolo",
+        subject="Confirme o recebimento do seu pedido",
+        text=(
+            "Olá, João!\n\n"
+            "Seu pedido nº 1234567 foi confirmado em 27/11/2026.\n"
+            "Valor total: R$ 1.299,90 (em 10x de R$ 129,99)\n"
+            "Previsão de entrega: 02/12/2026, das 14:00 às 18:00\n\n"
+            "Para confirmar o recebimento, informe ao entregador o código: 5821\n\n"
+            "Não compartilhe este código com ninguém. Protocolo de atendimento: 20261127\n"
+            "Central: (11) 4004-1234"
+        ),
+        codes=("5821",),
+    ),
+    Message(
+        id="distractors-pt-html-codigo-de-verificacao-nota",
+        subject="Seu código de verificação",
+        html=_page(
+            "<tr><td><p>Olá, Ana!</p></td></tr>"
+            "<tr><td><table>"
+            "<tr><td>Pedido</td><td>#7730419</td></tr>"
+            "<tr><td>Nota fiscal</td><td>000.482.913</td></tr>"
+            "<tr><td>Total</td><td>R$ 2.349,00</td></tr>"
+            "<tr><td>Entrega</td><td>28/11/2026, 14h–16h</td></tr>"
+            "</table></td></tr>"
+            "<tr><td>Seu código de verificação é</td></tr>"
+            "<tr><td class='code'>K7Q2XZ</td></tr>"
+            "<tr><td>O código vale por 10 minutos. SAC: 0800 123 4567, CNPJ 12.345.678/0001-90"
+            "</td></tr>"
+        ),
+        codes=("K7Q2XZ",),
+    ),
+    Message(
+        id="distractors-it-codice-ordine-spedizione",
+        subject="Conferma la consegna",
+        text=(
+            "Ciao Marco,\n\n"
+            "grazie per il tuo ordine n. 4455667 del 27.11.2026.\n"
+            "Totale: 1.234,56 € (IVA inclusa)\n"
+            "Consegna prevista: venerdì 28/11 tra le 14:00 e le 16:00\n\n"
+            "Il codice di verifica per confermare la consegna è 618 204.\n"
+            "Non condividere questo codice. Numero di spedizione: 88421907\n"
+            "Servizio clienti: 02 1234 5678"
+        ),
+        codes=("618204",),
+    ),
+    Message(
+        id="distractors-it-codice-cliente-e-otp",
+        subject="Il tuo codice OTP",
+        text=(
+            "Gentile cliente, codice cliente 4455667.\n"
+            "Il codice OTP per autorizzare il pagamento di € 1.299,00 del 27/11/2026 è: 935172\n"
+            "Per assistenza chiama il numero verde 800 123 456."
+        ),
+        codes=("935172",),
+    ),
+    Message(
+        id="distractors-nl-verificatiecode-bestelling-ordernummer",
+        subject="Je verificatiecode",
+        text=(
+            "Hoi Sanne,\n\n"
+            "Bedankt voor je bestelling van 27-11-2026.\n"
+            "Totaal: € 1.234,56\n"
+            "Bezorging: zaterdag 28 november tussen 14:00 en 16:00 uur\n\n"
+            "Je verificatiecode is 274 610\n\n"
+            "Deel deze code met niemand. Ordernummer: 88421907\n"
+            "Klantenservice: 020 123 4567"
+        ),
+        codes=("274610",),
+    ),
+    Message(
+        id="distractors-nl-bevestigingscode-bedrag-zonder-scheiding",
+        subject="Bevestig je betaling",
+        text=(
+            "Je bevestigingscode voor de betaling van € 1299,- aan Acme B.V. "
+            "(factuur 20261127) is 4729 8316. Deze code is 5 minuten geldig."
+        ),
+        codes=("47298316",),
+    ),
+    Message(
+        id="distractors-ja-ninsho-code-chumon-kingaku",
+        subject="【Acme】ご注文の受け取り認証コード",
+        text=(
+            "山田 太郎 様\n\n"
+            "この度はご注文いただきありがとうございます。\n"
+            "ご注文番号：250-1234567-8901234\n"
+            "ご注文日：2026年11月27日\n"
+            "お支払い金額：￥12,800（税込）\n"
+            "お届け予定：2026/11/28 14:00〜16:00\n\n"
+            "お受け取りの際は、下記の認証コードを配達員にお伝えください。\n"
+            "認証コード：４７２９１８\n\n"
+            "お問い合わせ：0120-123-456（受付時間 9:00〜18:00）"
+        ),
+        codes=("472918",),
+    ),
+    Message(
+        id="distractors-ja-onetime-password-points-yen",
+        subject="ワンタイムパスワードのお知らせ",
+        text=(
+            "ワンタイムパスワード：739104\n"
+            "有効期限：2026/11/27 14:45\n"
+            "ご利用金額：12800円（ポイント利用 1200ポイント）\n"
+            "このコードは他人に教えないでください。会員番号 48213907"
+        ),
+        codes=("739104",),
+    ),
+    Message(
+        id="distractors-en-range-and-currency-symbol-with-space",
+        subject="Your code to approve the transfer",
+        text=(
+            "Approve your transfer of US$ 1500 to Jane Doe (reference 4821-7730). "
+            "Transfers of 1000–5000 USD need a code. Your code is 670 213."
+        ),
+        codes=("670213",),
+    ),
+    Message(
+        id="distractors-en-code-first-then-order-lines",
+        subject="Verify your order",
+        text=(
+            "Code: 5294\n"
+            "Valid until 11/27 16:00. Order 4455667 · 2 × $649.50 = $1,299.00 · "
+            "delivery 14:00–16:00"
+        ),
+        codes=("5294",),
+    ),
+    # --------------------------------------------------------- "Continue" links, URL decides
+    Message(
+        id="distractors-link-continue-sessions-magic",
+        subject="Your sign-in link",
+        html=_page(
+            "<tr><td><p>Hi Jane, click the button below to finish signing in. The link "
+            "expires in 15 minutes.</p></td></tr>"
+            "<tr><td><a href='https://app.acme.io/sessions/magic?token=Zx81Qp'>Continue</a>"
+            "</td></tr>"
+            "<tr><td><a href='https://acme.io/help'>Help</a> · "
+            "<a href='https://acme.io/privacy'>Privacy</a></td></tr>"
+        ),
+        codes=(),
+        link="https://app.acme.io/sessions/magic?token=Zx81Qp",
+        links=(
+            ("https://app.acme.io/sessions/magic?token=Zx81Qp", "Continue", "login"),
+            ("https://acme.io/help", "Help", "other"),
+            ("https://acme.io/privacy", "Privacy", "other"),
+        ),
+    ),
+    Message(
+        id="distractors-link-weiter-sessions-magic-de",
+        subject="Dein Link für Acme",
+        html=_page(
+            "<tr><td><p>Hallo Lea, klicke auf die Schaltfläche, um fortzufahren. Der Link ist "
+            "bis 27.11.2026, 14:15 Uhr gültig.</p></td></tr>"
+            "<tr><td><a href='https://acme.io/hilfe'>Hilfe</a></td></tr>"
+            "<tr><td><a href='https://app.acme.io/de/sessions/magic?t=9f8e7d'>Weiter</a></td>"
+            "</tr>"
+        ),
+        codes=(),
+        link="https://app.acme.io/de/sessions/magic?t=9f8e7d",
+        kinds=("other", "login"),
+    ),
+    Message(
+        id="distractors-link-continuer-tracked-sessions-magic-fr",
+        subject="Accédez à votre compte",
+        html=_page(
+            "<tr><td><a href='https://click.acme.io/ls/click?upn=https%3A%2F%2Fapp.acme.io"
+            "%2Fsessions%2Fmagic%3Ftoken%3DZx81'>Continuer</a></td></tr>"
+            "<tr><td><a href='https://acme.io/aide'>Aide</a></td></tr>"
+        ),
+        codes=(),
+        link=(
+            "https://click.acme.io/ls/click?upn=https%3A%2F%2Fapp.acme.io%2Fsessions%2Fmagic"
+            "%3Ftoken%3DZx81"
+        ),
+        kinds=("login", "other"),
+    ),
+    Message(
+        id="distractors-link-continuar-with-code-and-order-es",
+        subject="Tu código de acceso",
+        html=_page(
+            "<tr><td>Pedido n.º 4455667 · Total 1.299,00 € · Entrega 28/11 14:00–16:00</td></tr>"
+            "<tr><td>Tu código de acceso es <b>813 402</b>.</td></tr>"
+            "<tr><td>O pulsa aquí: <a href='https://tienda.acme.es/sessions/magic?t=Qk2'>"
+            "Continuar</a></td></tr>"
+            "<tr><td><a href='https://tienda.acme.es/pedidos/4455667'>Ver pedido</a></td></tr>"
+        ),
+        codes=("813402",),
+        link="https://tienda.acme.es/sessions/magic?t=Qk2",
+        kinds=("login", "other"),
+    ),
+    Message(
+        id="distractors-link-tsuzukeru-sessions-magic-ja",
+        subject="Acme からのお知らせ",
+        html=_page(
+            "<tr><td>以下のボタンから手続きを続けてください。有効期限：2026/11/27 14:15</td></tr>"
+            "<tr><td><a href='https://acme.jp/sessions/magic?token=Zx81'>続ける</a></td></tr>"
+            "<tr><td><a href='https://acme.jp/faq'>よくある質問</a></td></tr>"
+        ),
+        codes=(),
+        link="https://acme.jp/sessions/magic?token=Zx81",
+        kinds=("login", "other"),
+    ),
+    Message(
+        id="distractors-link-continue-shopping-is-not-login",
+        subject="You left something in your cart",
+        html=_page(
+            "<tr><td>Your cart: 2 items, $1,299.00. Saved until 11/30.</td></tr>"
+            "<tr><td><a href='https://shop.acme.com/cart?session=77ab'>Continue</a></td></tr>"
+            "<tr><td><a href='https://magic.acme.com/deals/2026'>Magic deals</a></td></tr>"
+        ),
+        codes=(),
+        link="https://shop.acme.com/cart?session=77ab",
+        kinds=("other", "other"),
+    ),
+    # ------------------------------------------------------------- numbers, and no code
+    Message(
+        id="distractors-none-en-order-confirmation",
+        subject="Order confirmation #112-4839201-7731902",
+        text=(
+            "Thanks for your order, Jane!\n\n"
+            "Order 112-4839201-7731902, placed 11/27/2026\n"
+            "Apple MacBook Air 13-inch 256GB   1 × $1,099.00\n"
+            "AppleCare+                        1 × $200.00\n"
+            "Subtotal $1,299.00 · Tax $107.17 · Total $1,406.17\n"
+            "Delivery: Friday 11/27, 14:00–16:00\n"
+            "Please verify your shipping address: 1600 Amphitheatre Parkway, Mountain View, "
+            "CA 94043.\n"
+            "Tracking code: 1Z999AA10123456784\n"
+            "Questions? Call 1-888-280-4331 or reply to this email. Reference 48213907."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="distractors-none-de-bestellbestaetigung",
+        subject="Bestellbestätigung 4455667",
+        text=(
+            "Vielen Dank für Ihre Bestellung!\n\n"
+            "Bestellnummer: 4455667 vom 27.11.2026\n"
+            "Artikelnr. 8821907 · Sony WH-1000XM5 · 1 × 349,00 €\n"
+            "Versand: 4,99 € · Gesamt: 1.353,99 € inkl. 19 % MwSt.\n"
+            "Ihr Gutscheincode WINTER25 wurde eingelöst.\n"
+            "Lieferung am 28.11.2026 zwischen 14:00 und 16:00 Uhr an 10115 Berlin.\n"
+            "Bitte bestätigen Sie den Empfang. Kundenservice: 030 12345678"
+        ),
+        codes=(),
+    ),
+    Message(
+        id="distractors-none-fr-confirmation-commande-codes",
+        subject="Confirmation de votre commande n° 4455667",
+        text=(
+            "Commande n° 4455667 du 27/11/2026 — montant : 1 299,00 €\n"
+            "Code client : 88421907 · Code postal : 75011\n"
+            "Code promo utilisé : NOEL2026\n"
+            "Livraison le 28/11 entre 14h et 16h. Suivi colis : 6A12345678901\n"
+            "Service client : 01 23 45 67 89"
+        ),
+        codes=(),
+    ),
+    Message(
+        id="distractors-none-es-pedido-codigos",
+        subject="Confirmación de tu pedido",
+        text=(
+            "Pedido n.º 4455667 del 27/11/2026. Total: 1.299,00 €.\n"
+            "Código postal de entrega: 28013. Código de seguimiento: 88421907.\n"
+            "Entrega entre las 14:00 y las 16:00. Teléfono: 912 345 678."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="distractors-none-pt-pedido-rastreio",
+        subject="Pedido confirmado",
+        text=(
+            "Pedido nº 1234567 confirmado em 27/11/2026. Total: R$ 1.299,90.\n"
+            "Código de rastreio: BR123456789BR. CEP 01310-100.\n"
+            "Protocolo 20261127. Central: (11) 4004-1234."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="distractors-none-it-ordine-codici",
+        subject="Conferma d'ordine",
+        text=(
+            "Ordine n. 4455667 del 27.11.2026 — Totale 1.234,56 €\n"
+            "Codice cliente 88421907 · Codice sconto NATALE25 applicato\n"
+            "Consegna tra le 14:00 e le 16:00. Servizio clienti 02 1234 5678."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="distractors-none-nl-bestelling",
+        subject="Bevestiging van je bestelling",
+        text=(
+            "Bestelnummer 4455667 · 27-11-2026 · Totaal € 1.234,56\n"
+            "Kortingscode WELKOM10 gebruikt. Postcode 1012 AB.\n"
+            "Bezorging tussen 14:00 en 16:00. Klantnummer 88421907. Bel 020 123 4567."
+        ),
+        codes=(),
+    ),
+    Message(
+        id="distractors-none-ja-chumon-kakunin",
+        subject="ご注文の確認",
+        text=(
+            "ご注文番号：250-1234567-8901234\n"
+            "合計：￥12,800（税込）\n"
+            "クーポンコード：WINTER2026 を適用しました。\n"
+            "お届け予定：2026年11月28日 14時〜16時\n"
+            "〒150-0001 東京都渋谷区神宮前1-2-3\n"
+            "お問い合わせ番号：4455-6677-8899"
+        ),
+        codes=(),
+    ),
+]
+CORPUS += DISTRACTORS
+
+
 @pytest.mark.parametrize("message", CORPUS, ids=lambda m: m.id)
 def test_corpus(message: Message) -> None:
     result = extract(
@@ -744,6 +1246,16 @@ def test_corpus_is_large_and_ids_are_unique() -> None:
     assert len({m.id for m in CORPUS}) == len(CORPUS)
 
 
+def test_the_distractor_corpus_covers_codes_links_and_no_codes_in_many_languages() -> None:
+    """Issue 28: at least 30 messages crowded with numbers, with and without a code."""
+    assert len(DISTRACTORS) >= 30
+    assert sum(1 for m in DISTRACTORS if m.codes) >= 20
+    assert sum(1 for m in DISTRACTORS if not m.codes and m.link is None) >= 8
+    assert sum(1 for m in DISTRACTORS if "sessions" in (m.link or "")) >= 5
+    languages = {m.id.split("-")[1] for m in DISTRACTORS if m.id.split("-")[1] != "link"}
+    assert {"en", "de", "fr", "es", "pt", "it", "nl", "ja"} <= languages
+
+
 # ------------------------------------------------------------------------------------- windows
 
 
@@ -751,10 +1263,73 @@ def test_corpus_is_large_and_ids_are_unique() -> None:
     ("offset", "found"), [(1, True), (AFTER_WINDOW, True), (AFTER_WINDOW + 1, False)]
 )
 def test_after_window(offset: int, found: bool) -> None:
-    filler = " " + "x" * (offset - len("  is ")) + " is " if offset > 1 else " "
+    filler = " " + "x" * (offset - len("  then ")) + " then " if offset > 1 else " "
     assert len(filler) == offset  # the code starts ``offset`` characters after "code"
     result = extract(subject="", text=f"Your code{filler}482913", html="")
     assert result["codes"] == (["482913"] if found else [])
+
+
+@pytest.mark.parametrize(
+    ("offset", "found"),
+    [(AFTER_WINDOW + 1, True), (COPULA_WINDOW, True), (COPULA_WINDOW + 1, False)],
+)
+def test_copula_window(offset: int, found: bool) -> None:
+    """After "is" (or ":", "lautet", "è"...) in the keyword's sentence, a code is found
+    farther away: "your code for the purchase of ... at ... on ... is 739104"."""
+    filler = " " + "x" * (offset - len("  is ")) + " is "
+    assert len(filler) == offset
+    result = extract(subject="", text=f"Your code{filler}482913", html="")
+    assert result["codes"] == (["482913"] if found else [])
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        # the first candidate, unless a later one in the sentence follows "is", ":"...
+        ("Your code for store 0412 is 608213.", ["608213"]),
+        ("Ihr Code für Sony WH-1000XM5 lautet: 730418", ["730418"]),
+        ("Il codice per il 27/11 alle 14:00 è 618 204", ["618204"]),
+        ("Your code 4821 is valid until store 0412 closes: 2200", ["4821"]),
+        # after the keyword's sentence only a code alone on its line
+        ("This code expires in 10 minutes. Keep 48213907 for your records.", []),
+        ("Este código caduca pronto.\nProtocolo 20261127", []),
+        ("Use the code below to sign in.\n\n  482913  \n", ["482913"]),
+        ("Use the code below to sign in.\n【482913】\n", ["482913"]),
+        ("Use the code below to sign in.\n482913 (valid for 10 minutes)", ["482913"]),
+        ("Use the code below.\n4455667 Sony WH-1000XM5, 349,00 €", []),
+        ("コードをお伝えください。\n４７２９１８", ["472918"]),
+        # abbreviations end no sentence
+        ("Code für Bestellung Nr. 4455667 ist 4821", ["4821"]),
+        ("Je code voor Acme B.V. (factuur 20261127) is 4729", ["4729"]),
+        ("Your code for Acme Inc. is 4821", ["4821"]),
+        ("Your code for Acme Inc. Keep 48213907", []),  # "Inc." before a capital ends it
+    ],
+)
+def test_sentence_and_copula(text: str, codes: list[str]) -> None:
+    assert extract(subject="", text=text, html="")["codes"] == codes
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Your code: € 1299",
+        "Your code: US$ 1500",
+        "Your code: R$ 4821",
+        "Your code: 1000–5000 USD",
+        "Your code applies to 1200〜1500",
+        "Your code: 4821 Punkte",
+        "Your code: 1200ポイント",
+        "Your code: ￥12800",
+        "Commande n° 4455667, code 7",
+        "Pedido n.º 4455667, code",
+        "Your code: IBAN DE89 3704 0044 0532 0130 00",
+        "Il codice cliente 4455667",
+        "Je code, ordernummer 4455667",
+        "合計：12800 コード",
+    ],
+)
+def test_numbers_that_are_not_codes(text: str) -> None:
+    assert extract(subject="", text=text, html="")["codes"] == []
 
 
 @pytest.mark.parametrize(
@@ -788,6 +1363,9 @@ def test_before_window(text: str, codes: list[str]) -> None:
         ("Your code is 482 913", ["482913"]),
         ("Your code is 482913 OK", ["482913"]),
         ("Your code is ABC 482913", ["482913"]),
+        ("Your code is K7QX 2XZ9", ["K7QX2XZ9"]),
+        ("Your code is ZARA 0123", ["0123"]),  # a word and a number are not one code
+        ("Your code is IBAN DE89", []),
         ("Your code is G-482913", ["G-482913"]),
         ("Your code is 482913%", []),
         ("Your code is $4829", []),
@@ -840,7 +1418,7 @@ def test_never_raises_on_malformed_html() -> None:
         assert isinstance(result["codes"], list)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     subject=st.text(max_size=80),
     text=st.text(max_size=400),
@@ -974,7 +1552,7 @@ _FILLER = ["please", "use", "the", "below", "to", "finish", "signing", "up", "th
     ),
     st.booleans(),
 )
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_the_keyword_shortcut_finds_exactly_what_an_exhaustive_search_finds(
     pieces: list[tuple[str, str]], standalone: bool
 ) -> None:
@@ -985,10 +1563,14 @@ def test_the_keyword_shortcut_finds_exactly_what_an_exhaustive_search_finds(
     )
 
 
-@pytest.mark.parametrize("gap", range(70))
+@pytest.mark.parametrize("gap", range(COPULA_WINDOW + 10))
 def test_the_keyword_shortcut_holds_at_every_distance(gap: int) -> None:
-    filler = ("please use the below to finish signing up " * 3)[:gap]
-    for text in (f"verification {filler} 482913", f"482913 {filler} is your verification"):
+    filler = ("please use the below to finish signing up " * 4)[:gap]
+    for text in (
+        f"verification {filler} 482913",
+        f"verification {filler} is 482913",
+        f"482913 {filler} is your verification",
+    ):
         prepared = extraction._prepare(text)
         fast, slow = extraction._Scanner(prepared), _Exhaustive(prepared)
         assert extraction._codes_in(fast, fast.keywords(near_codes=True), False) == (
@@ -1067,7 +1649,7 @@ _PIECES = st.sampled_from(
 )
 
 
-@settings(max_examples=1_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1_500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_PIECES, min_size=0, max_size=80))
 def test_line_cut_keyword_scan_matches_the_whole_scan_on_generated_text(pieces: list[str]) -> None:
     cut, whole = _kept_near_codes("".join(pieces))

@@ -79,6 +79,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from mail.message.parsing import ParsedAttachment, ParsedMessage, parse_message
+from tests.sizes import examples
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mime"
 FIXTURE_PATHS = sorted(FIXTURES.glob("*.eml"))
@@ -586,7 +587,7 @@ def messages(draw: st.DrawFn) -> Generated:
     return Generated(msg.as_bytes(policy=email.policy.SMTP), names, specs)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages())
 def test_generated_message_agrees_with_stdlib(generated: Generated) -> None:
     raw = generated.raw

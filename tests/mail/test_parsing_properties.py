@@ -18,12 +18,15 @@ from mail.message.parsing import (
     decode_part,
     parse_message,
 )
+from tests.sizes import examples
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "mime"
 FIXTURE_BYTES = [path.read_bytes() for path in sorted(FIXTURES.glob("*.eml"))]
 
-FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-ROUND_TRIP = settings(max_examples=150, deadline=None)
+FAST = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+ROUND_TRIP = settings(max_examples=examples(150), deadline=None)
 
 FORBIDDEN_IN_NAMES = set("/\\") | {chr(c) for c in range(0x20)} | {"\x7f"}
 

@@ -14,6 +14,7 @@ from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline
 from mail.models import RawMessage
+from tests.sizes import examples
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +56,9 @@ def _check(inbox: Inbox, raw: bytes) -> None:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(raw=st.binary(max_size=4096))
 def test_arbitrary_bytes(inbox: Inbox, raw: bytes) -> None:
@@ -63,7 +66,9 @@ def test_arbitrary_bytes(inbox: Inbox, raw: bytes) -> None:
 
 
 @settings(
-    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(250),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     seed=st.sampled_from(range(len(SEEDS))),

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from events import services as events
 from inboxes import services as inbox_services
@@ -35,7 +36,9 @@ def stack(django_db_setup: None, django_db_blocker) -> Iterator[Stack]:  # type:
 @pytest.fixture
 def setup(transactional_db: None, workspace: Workspace) -> tuple[Inbox, str]:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="live")
-    key = key_services.api_key_create(workspace=workspace, name="live", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="live", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     return inbox, key
 
 
@@ -138,8 +141,12 @@ def test_filters_and_timeout(stack: Stack, setup: tuple[Inbox, str]) -> None:
 
 def test_wait_errors(stack: Stack, setup: tuple[Inbox, str], other_workspace: Workspace) -> None:
     inbox, key = setup
-    other = key_services.api_key_create(workspace=other_workspace, name="o", scopes=["admin"]).plain
-    sender = key_services.api_key_create(workspace=inbox.workspace, name="s", scopes=["send"]).plain
+    other = key_services.api_key_create(
+        workspace=other_workspace, name="o", scopes=["admin"], by=Actor.system("tests")
+    ).plain
+    sender = key_services.api_key_create(
+        workspace=inbox.workspace, name="s", scopes=["send"], by=Actor.system("tests")
+    ).plain
     path = f"inboxes/{inbox.pk}/wait"
     with stack.client(key) as client:
         for params, field in [
@@ -301,7 +308,9 @@ def test_reconnect_with_last_event_id_and_web_restart(
 
 def test_stream_auth(stack: Stack, setup: tuple[Inbox, str], other_workspace: Workspace) -> None:
     inbox, key = setup
-    other = key_services.api_key_create(workspace=other_workspace, name="o", scopes=["read"]).plain
+    other = key_services.api_key_create(
+        workspace=other_workspace, name="o", scopes=["read"], by=Actor.system("tests")
+    ).plain
     url = stack.base_url + f"/api/v1/inboxes/{inbox.pk}/stream"
     assert httpx.get(url).json()["error"]["code"] == "unauthorized"
     response = httpx.get(url, headers={"Authorization": f"Bearer {other}"})

@@ -13,6 +13,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Membership, Role, Workspace
 from config.api.errors import ValidationFailed
 from events.models import Event
@@ -58,6 +59,7 @@ def test_an_inbox_past_its_grace_disappears_with_its_mail_and_says_so_once(
         events=["inbox.deleted"],
         inbox_ids=[],
         label_keys=[],
+        by=Actor.system("tests"),
     )
     doomed = disposable(workspace, "doomed")
     kept = disposable(workspace, "kept", minutes=600)
@@ -191,6 +193,9 @@ def test_the_sweep_runs_on_beat_with_its_cadence_a_setting(workspace: Workspace)
 # --- the settings ---------------------------------------------------------------------------------
 
 
+BY = Actor.system("tests")
+
+
 @pytest.fixture
 def owner(workspace: Workspace) -> Membership:
     return MembershipFactory(workspace=workspace, role=Role.OWNER)
@@ -204,12 +209,14 @@ def test_the_retention_settings_are_validated(owner: Membership, workspace: Work
         ("email_retention_days", 36_501),
     ):
         with pytest.raises(ValidationFailed) as caught:
-            key_services.workspace_update(actor=owner, **{field: value})
+            key_services.workspace_update(actor=owner, by=BY, **{field: value})
         assert caught.value.issues[0]["path"] == field
-    key_services.workspace_update(actor=owner, expired_inbox_grace_hours=0, email_retention_days=7)
+    key_services.workspace_update(
+        actor=owner, by=BY, expired_inbox_grace_hours=0, email_retention_days=7
+    )
     workspace.refresh_from_db()
     assert (workspace.expired_inbox_grace_hours, workspace.email_retention_days) == (0, 7)
-    key_services.workspace_update(actor=owner, email_retention_days=None)
+    key_services.workspace_update(actor=owner, by=BY, email_retention_days=None)
     workspace.refresh_from_db()
     assert workspace.email_retention_days is None
 

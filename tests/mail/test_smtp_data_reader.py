@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mail.smtpd.server import DATA_BLOCK, DataReader
+from tests.sizes import examples
 
 
 def _reference(stream: bytes) -> tuple[bytes, bytes] | None:
@@ -36,7 +37,7 @@ def _read(
     return reader, rest
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(
     stream=st.lists(st.sampled_from([b".", b"\r", b"\n", b"a", b"\x00", b"\r\n"]), max_size=40).map(
         b"".join
@@ -80,7 +81,7 @@ def test_nothing_is_kept_past_the_limits() -> None:
     assert rest == b"" and reader.too_long and reader.parts == []
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=examples(2000), deadline=None)
 @given(
     stream=st.lists(
         st.sampled_from([b".", b"\r", b"\n", b"a", b"bb", b"\r\n", b"\r\n."]), max_size=40

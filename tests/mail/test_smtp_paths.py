@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mail.smtpd.server import Handler, PigeonholeSMTP, make_protocol
 from mail.smtpd.writer import ThreadWriter
+from tests.sizes import examples
 
 HAND_MADE = [
     "<user@example.com>",
@@ -72,7 +73,7 @@ ATEXT = "abcXYZ019!#$%&'*+/=?^_`{|}~-"
 PIECES = st.sampled_from([*ATEXT, ".", "@", "<", ">", " ", '"', "(", ")", "[", "]", ":", "é"])
 
 
-@settings(max_examples=2_000, deadline=None)
+@settings(max_examples=examples(2_000), deadline=None)
 @given(
     local=st.text(PIECES, min_size=0, max_size=12),
     domain=st.text(PIECES, min_size=0, max_size=12),

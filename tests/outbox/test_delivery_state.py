@@ -20,6 +20,7 @@ import pytest
 import time_machine
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
@@ -43,7 +44,10 @@ def live(workspace: Workspace, **env: str) -> Iterator[httpx.Client]:
             process.env.pop(name, None)
         process.env.update(env)
     key = key_services.api_key_create(
-        workspace=workspace, name="agent", scopes=("read", "write", "send")
+        workspace=workspace,
+        name="agent",
+        scopes=("read", "write", "send"),
+        by=Actor.system("tests"),
     )
     stack.start()
     try:

@@ -32,6 +32,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Membership, Workspace
 from events.models import Event
 from inboxes import services as inbox_services
@@ -112,7 +113,11 @@ def key(workspace: Workspace) -> Callable[..., tuple[str, str]]:
 
     def make(*scopes: str, require_approval: bool = False) -> tuple[str, str]:
         created = key_services.api_key_create(
-            workspace=workspace, name="k", scopes=list(scopes), require_approval=require_approval
+            workspace=workspace,
+            name="k",
+            scopes=list(scopes),
+            require_approval=require_approval,
+            by=Actor.system("tests"),
         )
         return created.plain, created.key.pk
 
@@ -197,10 +202,16 @@ def assert_forwarded_copy(
 def test_forwarding_outside_our_domains_needs_send(
     stack: Stack, workspace: Workspace, other_workspace: Workspace, key: Callable[..., Any]
 ) -> None:
-    inbox_services.domain_add(workspace=workspace, domain="ours.example", verified=True)
-    inbox_services.domain_add(workspace=other_workspace, domain="theirs.example", verified=True)
+    inbox_services.domain_add(
+        workspace=workspace, domain="ours.example", verified=True, by=Actor.system("tests")
+    )
+    inbox_services.domain_add(
+        workspace=other_workspace, domain="theirs.example", verified=True, by=Actor.system("tests")
+    )
     # A claim nobody has proved (anyone may type gmail.com) is not one of our domains.
-    inbox_services.domain_add(workspace=workspace, domain="claimed.example")
+    inbox_services.domain_add(
+        workspace=workspace, domain="claimed.example", by=Actor.system("tests")
+    )
     writer, writer_id = key("read", "write")
     with stack.client(writer) as http:
         refused = http.post("inboxes", json={"local_part": "fwd-out", "forward_to": VICTIM})

@@ -12,6 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from apikeys.principal import Principal
 from events.models import Event
@@ -357,7 +358,9 @@ def test_pending_items_expire(api: Api, approvals: Workspace, inbox: Inbox, sink
 
 
 def test_forward_to_and_loop_guard(workspace: Workspace, sink: Sink) -> None:
-    created = key_services.api_key_create(workspace=workspace, name="setter", scopes=["admin"])
+    created = key_services.api_key_create(
+        workspace=workspace, name="setter", scopes=["admin"], by=Actor.system("tests")
+    )
     setter = Principal(workspace=workspace, scopes=created.key.effective_scopes, key=created.key)
     a = inbox_services.inbox_create(workspace=workspace, local_part="a")
     b = inbox_services.inbox_create(workspace=workspace, local_part="b", forward_to=None)
@@ -406,7 +409,11 @@ def test_concurrent_approvals_send_once(
     def approve() -> None:
         try:
             services.decide(
-                item=OutboxItem.objects.get(pk=item_id), user=user, role="owner", decision="approve"
+                item=OutboxItem.objects.get(pk=item_id),
+                user=user,
+                role="owner",
+                decision="approve",
+                by=Actor.system("tests"),
             )
             outcomes.append("won")
         except InvalidState:

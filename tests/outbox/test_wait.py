@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from outbox import services
@@ -34,7 +35,9 @@ def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterat
     workspace.require_approval = True
     workspace.save()
     inbox_services.inbox_create(workspace=workspace, local_part="waiting")
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as http:
         yield http
 
@@ -52,7 +55,13 @@ def decide_soon(decision: str, delay: float = 0.7) -> threading.Thread:
             while (item := OutboxItem.objects.filter(status="pending").first()) is None:
                 assert time.monotonic() < deadline, "no pending item appeared"
                 time.sleep(0.05)
-            services.decide(item=item, user=UserFactory(), role="owner", decision=decision)
+            services.decide(
+                item=item,
+                user=UserFactory(),
+                role="owner",
+                decision=decision,
+                by=Actor.system("tests"),
+            )
         finally:
             connection.close()
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from apikeys import services as key_services
 from apikeys import tokens
+from apikeys.audit import Actor
 from apikeys.models import ApiKey, effective_scopes
 from outbox.models import OutboxItem
 from tests.security.tenancy_world import (
@@ -92,10 +93,16 @@ def test_spec_tables_and_document_agree() -> None:
 def bad_credentials(side: Side) -> dict[str, dict[str, str]]:
     """Headers of every kind of bad credential, by name. The revoked and expired keys and the
     unknown key are well formed (right prefix, length and checksum)."""
-    revoked = key_services.api_key_create(workspace=side.workspace, name="revoked", scopes=SCOPES)
-    key_services.api_key_revoke(key=revoked.key)
+    revoked = key_services.api_key_create(
+        workspace=side.workspace, name="revoked", scopes=SCOPES, by=Actor.system("tests")
+    )
+    key_services.api_key_revoke(key=revoked.key, by=Actor.system("tests"))
     expired = key_services.api_key_create(
-        workspace=side.workspace, name="expired", scopes=SCOPES, expires_in_days=1
+        workspace=side.workspace,
+        name="expired",
+        scopes=SCOPES,
+        expires_in_days=1,
+        by=Actor.system("tests"),
     )
     ApiKey.objects.filter(pk=expired.key.pk).update(
         expires_at=timezone.now() - timedelta(seconds=1)
@@ -156,7 +163,7 @@ def test_unauthenticated_matrix(side: Side, figure) -> None:  # type: ignore[no-
 def _keys_by_scope(side: Side) -> dict[str, str]:
     return {
         scope: key_services.api_key_create(
-            workspace=side.workspace, name=f"only {scope}", scopes=[scope]
+            workspace=side.workspace, name=f"only {scope}", scopes=[scope], by=Actor.system("tests")
         ).plain
         for scope in SCOPES
     }
@@ -217,7 +224,9 @@ def test_decision_endpoint_refusals(side: Side, figure) -> None:  # type: ignore
     the item stays pending. An owner's and an admin's same-origin session may decide."""
     (op,) = [op for op in operations() if op.spec in SESSION_ONLY]
     item_id = side.ids["item_id"]
-    everything = key_services.api_key_create(workspace=side.workspace, name="all", scopes=SCOPES)
+    everything = key_services.api_key_create(
+        workspace=side.workspace, name="all", scopes=SCOPES, by=Actor.system("tests")
+    )
     refusals: dict[str, Any] = {
         **{f"{s} key": key_client(p) for s, p in _keys_by_scope(side).items()},
         "key with every scope": key_client(everything.plain),

@@ -31,6 +31,7 @@ from inboxes.models import Inbox
 from mail import pipeline
 from mail.models import Email, RawMessage
 from tests.security.hostile_mail import CORPUS, RssWatch, messages
+from tests.sizes import examples
 
 LARGE = os.environ.get("HOSTILE_MAIL_SIZE", "small") == "large"
 GENERATED = int(os.environ.get("HOSTILE_MAIL_MESSAGES", 100_000 if LARGE else 10_000))
@@ -134,7 +135,7 @@ def test_the_generator_reaches_hostile_shapes() -> None:
     """The generator reaches the shapes the matrix is about (else the figure means little)."""
     seen: set[str] = set()
 
-    @settings(max_examples=300, deadline=None, database=None, phases=["generate"])
+    @settings(max_examples=examples(300), deadline=None, database=None, phases=["generate"])
     @given(raw=messages())
     def run(raw: bytes) -> None:
         if b"multipart/" in raw:

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.factories import WorkspaceFactory
@@ -76,9 +77,15 @@ def test_rate_limit_holds_under_50_clients_on_two_processes(
     web_processes: list[LoggingToFile], workspace: Workspace
 ) -> None:
     other_workspace = WorkspaceFactory(name="Someone else")
-    hammered = key_services.api_key_create(workspace=workspace, name="hammered", scopes=["read"])
-    sibling = key_services.api_key_create(workspace=workspace, name="sibling", scopes=["read"])
-    other = key_services.api_key_create(workspace=other_workspace, name="other", scopes=["read"])
+    hammered = key_services.api_key_create(
+        workspace=workspace, name="hammered", scopes=["read"], by=Actor.system("tests")
+    )
+    sibling = key_services.api_key_create(
+        workspace=workspace, name="sibling", scopes=["read"], by=Actor.system("tests")
+    )
+    other = key_services.api_key_create(
+        workspace=other_workspace, name="other", scopes=["read"], by=Actor.system("tests")
+    )
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="limited")
     other_inbox = inbox_services.inbox_create(workspace=other_workspace, local_part="free")
     answers: list[Answer] = []

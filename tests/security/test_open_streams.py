@@ -21,6 +21,7 @@ import pytest
 
 from apikeys import services as key_services
 from apikeys import throttling
+from apikeys.audit import Actor
 from apikeys.gate import principal_for_key
 from apikeys.models import Workspace
 from config.api.errors import RateLimited
@@ -92,9 +93,15 @@ def test_open_streams_and_waits_per_key_are_capped(
     _, ports = stack
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="capped")
     other_inbox = inbox_services.inbox_create(workspace=other_workspace, local_part="free")
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["read", "send"]).plain
-    sibling = key_services.api_key_create(workspace=workspace, name="s", scopes=["read"]).plain
-    other = key_services.api_key_create(workspace=other_workspace, name="o", scopes=["read"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["read", "send"], by=Actor.system("tests")
+    ).plain
+    sibling = key_services.api_key_create(
+        workspace=workspace, name="s", scopes=["read"], by=Actor.system("tests")
+    ).plain
+    other = key_services.api_key_create(
+        workspace=other_workspace, name="o", scopes=["read"], by=Actor.system("tests")
+    ).plain
     first, last = ports[0], ports[-1]
     with ExitStack() as held:
         # Two streams (on the first process) and a wait (on the last) hold the key's 3 slots.
@@ -158,7 +165,9 @@ def test_a_dead_process_slots_come_free_after_the_lease(
     transactional_db: None, workspace: Workspace, settings
 ) -> None:  # type: ignore[no-untyped-def]
     settings.MAX_OPEN_STREAMS_PER_KEY = CAP
-    plain = key_services.api_key_create(workspace=workspace, name="k", scopes=["read"]).plain
+    plain = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["read"], by=Actor.system("tests")
+    ).plain
     principal = principal_for_key(plain)
     now = time.time()
     # Slots taken and never given back or renewed: a process that died holding them.
@@ -182,7 +191,9 @@ def test_renewal_keeps_held_slots_and_not_given_back_ones(
     settings.MAX_OPEN_STREAMS_PER_KEY = CAP
     principals = [
         principal_for_key(
-            key_services.api_key_create(workspace=where, name="k", scopes=["read"]).plain
+            key_services.api_key_create(
+                workspace=where, name="k", scopes=["read"], by=Actor.system("tests")
+            ).plain
         )
         for where in (workspace, other_workspace)
     ]

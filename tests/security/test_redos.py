@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.live import Stack
@@ -82,9 +83,13 @@ def test_catastrophic_wait_pattern_stalls_nobody(
     pattern: str,
 ) -> None:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="victim")
-    attacker = key_services.api_key_create(workspace=workspace, name="a", scopes=["read"]).plain
+    attacker = key_services.api_key_create(
+        workspace=workspace, name="a", scopes=["read"], by=Actor.system("tests")
+    ).plain
     other_inbox = inbox_services.inbox_create(workspace=other_workspace, local_part="bystander")
-    other = key_services.api_key_create(workspace=other_workspace, name="b", scopes=["read"]).plain
+    other = key_services.api_key_create(
+        workspace=other_workspace, name="b", scopes=["read"], by=Actor.system("tests")
+    ).plain
     before = datetime.now(UTC) - timedelta(seconds=5)
     for _ in range(STORED):
         _send(stack, inbox.address, SUBJECT)
@@ -149,7 +154,9 @@ def test_a_pattern_that_unrolls_into_a_huge_program_is_refused(
     stack: Stack, transactional_db: None, workspace: Workspace
 ) -> None:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="bomb")
-    key = key_services.api_key_create(workspace=workspace, name="a", scopes=["read"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="a", scopes=["read"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as client:
         response = client.get(
             f"inboxes/{inbox.pk}/wait",

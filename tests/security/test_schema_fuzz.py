@@ -46,6 +46,7 @@ import pytest
 from aiosmtpd.controller import Controller
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.live import ROOT, Stack, embedded, free_port
 from tests.mail.messages import PNG, message
@@ -253,7 +254,9 @@ def test_schema_fuzz(
 ) -> None:
     stack, sink, workdir = fuzz_stack
     workspace = Workspace.objects.create(name="Fuzz")
-    created = key_services.api_key_create(workspace=workspace, name="fuzz", scopes=["admin"])
+    created = key_services.api_key_create(
+        workspace=workspace, name="fuzz", scopes=["admin"], by=Actor.system("tests")
+    )
     _seed(stack, created.plain)
     operations = _operations(stack.base_url)
 

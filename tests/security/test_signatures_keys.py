@@ -42,6 +42,7 @@ from django.utils import timezone
 from apikeys import selectors as key_selectors
 from apikeys import services as key_services
 from apikeys import tokens
+from apikeys.audit import Actor
 from apikeys.exceptions import InvalidKey
 from apikeys.models import Workspace
 from apikeys.principal import Principal
@@ -178,6 +179,7 @@ def endpoints(workspace: Workspace) -> list[tuple[Endpoint, str]]:
             events=list(services.WEBHOOK_EVENTS),
             inbox_ids=[],
             label_keys=[],
+            by=Actor.system("tests"),
         )
         for n in range(20)
     ]
@@ -279,6 +281,7 @@ def test_signatures_on_the_wire(settings, workspace: Workspace, receiver: Receiv
             events=["inbox.created"],
             inbox_ids=[],
             label_keys=[],
+            by=Actor.system("tests"),
         )
         secrets_by_endpoint[endpoint.pk] = secret
     rng = random.Random(SEED)
@@ -419,10 +422,18 @@ def test_revocation_under_50_clients(revocation_stack: Stack, workspace: Workspa
     and no short request succeeds more than 1 s after the commit unless it was already in flight
     at the commit (authorized on arrival, answered late by a busy server: counted and shown)."""
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="revoked")
-    victim = key_services.api_key_create(workspace=workspace, name="victim", scopes=["read"])
-    admin = key_services.api_key_create(workspace=workspace, name="admin", scopes=["admin"]).plain
+    victim = key_services.api_key_create(
+        workspace=workspace, name="victim", scopes=["read"], by=Actor.system("tests")
+    )
+    admin = key_services.api_key_create(
+        workspace=workspace, name="admin", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     agent = key_services.api_key_create(
-        workspace=workspace, name="agent", scopes=["send"], require_approval=True
+        workspace=workspace,
+        name="agent",
+        scopes=["send"],
+        require_approval=True,
+        by=Actor.system("tests"),
     ).key
     pending, _ = outbox_services.send(
         principal=Principal(workspace=workspace, scopes=agent.effective_scopes, key=agent),
@@ -595,7 +606,9 @@ def test_a_flood_of_4xx_beside_waits_does_not_stall_the_web_process(
     from django.db import connection
 
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="flood")
-    key = key_services.api_key_create(workspace=workspace, name="flood", scopes=["read"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="flood", scopes=["read"], by=Actor.system("tests")
+    ).plain
     stack = Stack(connection.settings_dict["NAME"])
     web = LoggingToFile(stack.web.argv, stack.web.port, stack.web.env)
     web.env = {**web.env, "RATE_LIMIT_PER_MINUTE": "10000000", "DB_POOL_TIMEOUT": "4"}
@@ -651,7 +664,9 @@ def test_the_key_watch_tells_long_lived_requests_within_its_bound(
     from apikeys.watch import CHECK_SECONDS, KeyWatch
 
     keys = {
-        name: key_services.api_key_create(workspace=workspace, name=name).key
+        name: key_services.api_key_create(
+            workspace=workspace, name=name, by=Actor.system("tests")
+        ).key
         for name in ("revoked", "expires", "deleted", "valid")
     }
     expires_at = timezone.now() + timedelta(seconds=1)
@@ -702,7 +717,7 @@ def _revoke_and_delete(keys: dict) -> tuple[float, float]:
 
     try:
         began = time.time()
-        key_services.api_key_revoke(key=keys["revoked"])
+        key_services.api_key_revoke(key=keys["revoked"], by=Actor.system("tests"))
         keys["deleted"].delete()
         return began, time.time()
     finally:

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.conf import settings as django_settings
 
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.conftest import Api, error_of
 from webhooks import services, targets
@@ -385,7 +386,12 @@ def _store(workspace: Workspace, url: str) -> Endpoint:
     """An endpoint that already holds ``url`` (stored before the rule, or when its name resolved
     elsewhere): the endpoint service itself, which trusts its callers' validation."""
     endpoint, _ = services.endpoint_create(
-        workspace=workspace, url=url, events=["email.received"], inbox_ids=[], label_keys=[]
+        workspace=workspace,
+        url=url,
+        events=["email.received"],
+        inbox_ids=[],
+        label_keys=[],
+        by=Actor.system("tests"),
     )
     return endpoint
 

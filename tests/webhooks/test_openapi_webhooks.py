@@ -30,6 +30,7 @@ from aiosmtpd.controller import Controller
 from django.utils import timezone
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.live import Stack, free_port, signed_in
@@ -97,12 +98,20 @@ def deliver_until(receiver: Receiver, wanted: set[str], seconds: float = 60) -> 
 def test_the_webhooks_section_describes_every_payload_a_receiver_gets(
     stack: Stack, transactional_db: None, workspace: Workspace, receiver: Receiver
 ) -> None:
-    admin = key_services.api_key_create(workspace=workspace, name="admin", scopes=["admin"]).plain
+    admin = key_services.api_key_create(
+        workspace=workspace, name="admin", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     agent = key_services.api_key_create(
-        workspace=workspace, name="agent", scopes=["read", "send"], require_approval=True
+        workspace=workspace,
+        name="agent",
+        scopes=["read", "send"],
+        require_approval=True,
+        by=Actor.system("tests"),
     ).plain
     owner = key_services.user_get_or_create(email=OWNER, password=PASSWORD)
-    key_services.membership_set(workspace=workspace, user=owner, role="owner")
+    key_services.membership_set(
+        workspace=workspace, user=owner, role="owner", by=Actor.system("tests")
+    )
     document = httpx.get(stack.base_url + "/api/openapi.json").raise_for_status().json()
     documented = set(document["webhooks"])
 

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.live import Stack
 from webhooks.models import Endpoint
@@ -34,7 +35,9 @@ def stack(django_db_setup: None, django_db_blocker) -> Iterator[Stack]:  # type:
 
 @pytest.fixture
 def client(stack: Stack, transactional_db: None, workspace: Workspace) -> Iterator[httpx.Client]:
-    key = key_services.api_key_create(workspace=workspace, name="k", scopes=["admin"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
     with stack.client(key) as client:
         yield client
 

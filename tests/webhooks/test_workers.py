@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.live import CELERY_WORKER, ROOT, child_env, embedded, free_port
@@ -82,7 +83,12 @@ def test_killed_worker_leaves_delivery_to_another(
     from config.celery import app
 
     endpoint, _ = services.endpoint_create(
-        workspace=workspace, url=receiver.url, events=["inbox.created"], inbox_ids=[], label_keys=[]
+        workspace=workspace,
+        url=receiver.url,
+        events=["inbox.created"],
+        inbox_ids=[],
+        label_keys=[],
+        by=Actor.system("tests"),
     )
     receiver.script = [(200, 2.0)]  # the first request hangs while its worker is killed
     first = Worker(worker_env)

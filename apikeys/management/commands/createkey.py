@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apikeys import services
+from apikeys.audit import Actor
 from apikeys.models import KeyKind, Workspace
 
 
@@ -63,5 +64,6 @@ class Command(BaseCommand):
             scopes=scopes,
             expires_in_days=options["expires_in_days"],
             require_approval=options["require_approval"],
+            by=Actor.system("manage.py createkey"),
         )
         self.stdout.write(created.plain)

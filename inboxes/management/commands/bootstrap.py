@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from apikeys import services
+from apikeys.audit import Actor
 from config.api.errors import ApiError
 from config.files import write_private
 from inboxes import services as inbox_services
@@ -115,7 +116,10 @@ class Command(BaseCommand):
         if domain:
             try:
                 row = inbox_services.domain_add(
-                    workspace=workspace, domain=domain, verified=options["verified"]
+                    workspace=workspace,
+                    domain=domain,
+                    verified=options["verified"],
+                    by=Actor.system("manage.py bootstrap"),
                 )
             except ApiError as error:
                 raise CommandError(f"--domain: {error.message}") from None

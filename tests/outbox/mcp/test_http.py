@@ -9,7 +9,8 @@ import asyncio
 import httpx
 
 from apikeys import services as key_services
-from apikeys.models import Workspace
+from apikeys.audit import Actor
+from apikeys.models import ApiKey, AuditEntry, Workspace
 from inboxes import services as inbox_services
 from tests.live import Stack
 from tests.mail.messages import message
@@ -37,7 +38,10 @@ def mcp_url(stack: Stack) -> str:
 
 def key_of(workspace: Workspace, *scopes: str, **kwargs: object) -> str:
     return key_services.api_key_create(
-        workspace=workspace, name="agent", scopes=list(scopes), **kwargs
+        workspace=workspace,
+        name="agent",
+        scopes=list(scopes),
+        **{"by": Actor.system("tests"), **kwargs},
     ).plain
 
 
@@ -179,6 +183,25 @@ def test_another_workspaces_inbox_is_not_found(
         error = error_of(result)
         assert error["kind"] == "not_found" and error["code"] == "not_found"
     assert type(theirs).objects.filter(workspace=other_workspace, pk=theirs.pk).exists()
+
+
+def test_deleting_an_inbox_is_audited_with_the_key_and_the_clients_address(
+    stack: Stack, transactional_db: None, workspace: Workspace
+) -> None:
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="doomed")
+    key = key_of(workspace, "write")
+
+    async def run() -> object:
+        async with session(mcp_url(stack), key) as client:
+            return await client.call_tool("delete_inbox", {"inbox": inbox.pk})
+
+    result = asyncio.run(run())
+    assert not result.is_error, result  # type: ignore[attr-defined]
+    agent = ApiKey.objects.get(workspace=workspace, name="agent")
+    entry = AuditEntry.objects.get(workspace=workspace, action="inbox.deleted")
+    assert (entry.actor_type, entry.actor_id, entry.actor_name) == ("key", agent.pk, "agent")
+    assert (entry.target_id, entry.target_name) == (inbox.pk, inbox.address)
+    assert entry.ip == "127.0.0.1"
 
 
 def test_a_wait_that_times_out_says_no_email(

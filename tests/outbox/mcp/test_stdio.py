@@ -14,6 +14,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.live import ROOT, Stack, child_env
@@ -35,7 +36,9 @@ def test_stdio_tools_and_the_code_in_one_call(
     stack: Stack, transactional_db: None, workspace: Workspace
 ) -> None:
     inbox = inbox_services.inbox_create(workspace=workspace, local_part="stdio")
-    key = key_services.api_key_create(workspace=workspace, name="agent", scopes=["read"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="agent", scopes=["read"], by=Actor.system("tests")
+    ).plain
     params = server_params(key)
 
     async def run() -> tuple:
@@ -65,7 +68,9 @@ def test_stdio_tools_and_the_code_in_one_call(
 
 
 def test_stdio_refuses_a_bad_key_at_start(transactional_db: None, workspace: Workspace) -> None:
-    created = key_services.api_key_create(workspace=workspace, name="old", scopes=["read"])
+    created = key_services.api_key_create(
+        workspace=workspace, name="old", scopes=["read"], by=Actor.system("tests")
+    )
     created.key.expires_at = timezone.now() - timedelta(days=1)
     created.key.save()
     params = server_params(created.plain)
@@ -85,7 +90,9 @@ def test_stdio_refuses_a_bad_key_at_start(transactional_db: None, workspace: Wor
 def test_the_keys_rate_limit_is_a_rate_limited_tool_error_with_the_retry_time(
     transactional_db: None, workspace: Workspace
 ) -> None:
-    key = key_services.api_key_create(workspace=workspace, name="busy", scopes=["read"]).plain
+    key = key_services.api_key_create(
+        workspace=workspace, name="busy", scopes=["read"], by=Actor.system("tests")
+    ).plain
     params = server_params(key)
     params.env["RATE_LIMIT_PER_MINUTE"] = "3"  # the start-up check is the first
 

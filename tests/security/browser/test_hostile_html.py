@@ -51,6 +51,7 @@ from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from apikeys import services as key_services
+from apikeys.audit import Actor
 from config.api.inputs import LINE_BREAKING
 from inboxes import services as inbox_services
 from labels import services as label_services
@@ -611,6 +612,7 @@ def test_hostile_names_are_text_in_every_list(
                 }
             ],
         },
+        by=Actor.system("tests"),
     )
     mail_names(stack, inbox.address, items, listener.url)
     emails = {e.pk: e for e in Email.objects.filter(inbox=inbox)}
@@ -623,6 +625,7 @@ def test_hostile_names_are_text_in_every_list(
         name=lines[7][:100],
         scopes=("read", "write", "send"),
         require_approval=True,
+        by=Actor.system("tests"),
     )
     groups = [items[i : i + 8] for i in range(0, len(items), 8)]
     with stack.client(created.plain) as api:
@@ -646,7 +649,12 @@ def test_hostile_names_are_text_in_every_list(
     outgoing = list(OutboxItem.objects.filter(inbox=hostile).order_by("created_at"))
     assert len(outgoing) == len(groups)
     rejected = outbox_services.decide(
-        item=outgoing[0], user=team.owner, role="owner", decision="reject", note=lines[8]
+        item=outgoing[0],
+        user=team.owner,
+        role="owner",
+        decision="reject",
+        note=lines[8],
+        by=Actor.system("tests"),
     )
 
     watch = Watch(app=stack.base_url)

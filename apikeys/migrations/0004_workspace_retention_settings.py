@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('apikeys', '0002_invitation'),
+        ('apikeys', '0003_audit_log'),
     ]
 
     operations = [
@@ -18,6 +18,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='workspace',
             name='expired_inbox_grace_hours',
-            field=models.PositiveIntegerField(default=168, help_text='Hours an expired inbox is kept before it is deleted with its mail.'),
+            field=models.PositiveIntegerField(db_default=168, default=168, help_text='Hours an expired inbox is kept before it is deleted with its mail.'),
         ),
     ]

@@ -15,7 +15,7 @@ UPDATE inboxes_inbox SET stored_bytes =
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mail", "0004_lazy_attachments_lz4"),
+        ("mail", "0005_body_search_index"),
         ("inboxes", "0004_inbox_stored_bytes_and_purge_index"),
     ]
 
