@@ -17,7 +17,6 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from apikeys.audit import Actor
 from tests.live import ROOT
 
 # BENCH_DATABASE names another one, so that two checkouts on one server do not drop each other's.
@@ -95,6 +94,7 @@ def create_fixtures(count: int) -> Fixtures:
     from django.conf import settings
     from django.db import connection
 
+    from apikeys.audit import Actor  # models: only once django.setup() has run
     from apikeys.services import ALL_SCOPES, api_key_create, workspace_get_or_create
     from events.wake import inbox_group
     from inboxes.services import inbox_create
