@@ -138,6 +138,8 @@ bench: install
 		$(BIN)/python -m tests.benchmarks.scale
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.benchmarks.scaleout
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.benchmarks.lifecycle
 	$(BIN)/python -m tests.benchmarks.summary
 
 chaos: install

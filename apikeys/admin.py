@@ -35,6 +35,8 @@ class WorkspaceAdmin(admin.ModelAdmin):
         "allow_permanent_inboxes",
         "max_inboxes",
         "classifier_enabled",
+        "expired_inbox_grace_hours",
+        "email_retention_days",
         "created_at",
     ]
     search_fields = ["name", "id"]

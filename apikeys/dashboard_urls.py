@@ -30,5 +30,6 @@ urlpatterns = [
     path("keys/<str:key_id>/revoke/", views.key_revoke, name="key_revoke"),
     path("settings/", views.workspace_settings, name="workspace_settings"),
     path("settings/save/", views.workspace_settings_update, name="workspace_settings_update"),
+    path("settings/delete/", views.workspace_delete, name="workspace_delete"),
     path("audit/", views.audit_log, name="audit_log"),
 ]

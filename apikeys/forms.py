@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth import password_validation
 from django.contrib.auth.forms import AuthenticationForm
 
-from apikeys.models import KeyKind, Role, Scope
+from apikeys.models import MAX_AGE_DAYS, MAX_GRACE_HOURS, KeyKind, Role, Scope
 
 
 class EmailAuthenticationForm(AuthenticationForm):
@@ -138,6 +138,16 @@ class KeyApprovalForm(forms.Form):
     require_approval = forms.BooleanField(required=False)
 
 
+class WorkspaceDeleteForm(forms.Form):
+    """Deleting a workspace: its name, typed again."""
+
+    confirm = forms.CharField(label="Type the workspace's name to confirm", max_length=200)
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
 class WorkspaceSettingsForm(forms.Form):
     """The workspace's own settings (``max_inboxes`` is the operator's and not here)."""
 
@@ -158,6 +168,23 @@ class WorkspaceSettingsForm(forms.Form):
         required=False,
         help_text="Off: every inbox must expire. An inbox created without a time to live gets "
         "60 minutes, and asking for a permanent one is refused (feature_disabled).",
+    )
+    expired_inbox_grace_hours = forms.IntegerField(
+        label="Hours an expired inbox is kept",
+        required=False,
+        min_value=0,
+        max_value=MAX_GRACE_HOURS,
+        help_text="Then it is deleted with all its mail (inbox.deleted). 0 deletes it at expiry; "
+        "until then it stays readable by id and extending it makes it active again (empty: "
+        "unchanged).",
+    )
+    email_retention_days = forms.IntegerField(
+        label="Days mail is kept",
+        required=False,
+        min_value=1,
+        max_value=MAX_AGE_DAYS,
+        help_text="Mail older than this is deleted from every inbox, permanent ones included. "
+        "Empty: mail is kept as long as its inbox.",
     )
     audit_retention_days = forms.IntegerField(
         label="Keep the audit log for (days)",

@@ -48,6 +48,10 @@ def effective_scopes(scopes: list[str] | tuple[str, ...] | frozenset[str]) -> fr
     return frozenset(out)
 
 
+MAX_GRACE_HOURS = 87_600  # expired_inbox_grace_hours: up to ten years
+MAX_AGE_DAYS = 36_500  # email_retention_days: up to a hundred years
+
+
 class Workspace(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=_ws_id, editable=False)
     name = models.CharField(max_length=200)
@@ -59,6 +63,17 @@ class Workspace(models.Model):
         null=True, blank=True, help_text="Cap on inboxes; empty means unlimited."
     )
     classifier_enabled = models.BooleanField(default=True)
+    # Retention (mail.services.retention_sweep): an expired inbox is deleted with its mail this
+    # many hours after its expiry (0: at expiry); mail older than email_retention_days is
+    # deleted from every inbox, permanent ones included (null: kept until its inbox goes).
+    expired_inbox_grace_hours = models.PositiveIntegerField(
+        default=168,
+        db_default=168,  # as audit_retention_days: rows written by code older than the field
+        help_text="Hours an expired inbox is kept before it is deleted with its mail.",
+    )
+    email_retention_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Mail older than this is deleted; empty keeps it."
+    )
     # db_default too: rows written by code that predates the field (a rolling deploy, an older
     # migration's historical model) get it from the database.
     audit_retention_days = models.PositiveIntegerField(
@@ -104,6 +119,11 @@ def role_may(role: str | None, scope: str) -> bool:
 def may_manage(actor_role: str, role: str) -> bool:
     """Whether someone with ``actor_role`` may give, change, take or invite to ``role``."""
     return actor_role in MANAGER_ROLES and (actor_role == Role.OWNER or role != Role.OWNER)
+
+
+def may_delete_workspace(role: str | None) -> bool:
+    """Whether a member with ``role`` may delete the workspace with everything in it."""
+    return role == Role.OWNER
 
 
 class Membership(models.Model):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.contrib.auth import get_user_model, password_validation
@@ -29,17 +30,21 @@ from apikeys.exceptions import (
     RoleNotAllowed,
 )
 from apikeys.models import (
+    MAX_AGE_DAYS,
+    MAX_GRACE_HOURS,
     ApiKey,
     Invitation,
     KeyKind,
     Membership,
     Role,
     Workspace,
+    may_delete_workspace,
     may_manage,
     role_may,
 )
 from apikeys.selectors import api_key_for_plain, invitation_for_plain, invitation_problem
 from config.api.errors import Forbidden, NotFound, Unauthorized, ValidationFailed
+from events import services as events
 
 ALL_SCOPES = ("read", "write", "send", "admin")
 
@@ -396,6 +401,9 @@ def membership_remove(*, actor: Membership, membership: Membership, by: Actor) -
             )
 
 
+UNCHANGED: Any = object()
+
+
 def workspace_update(
     *,
     actor: Membership,
@@ -403,6 +411,8 @@ def workspace_update(
     require_approval: bool | None = None,
     classifier_enabled: bool | None = None,
     allow_permanent_inboxes: bool | None = None,
+    expired_inbox_grace_hours: int | None = None,
+    email_retention_days: Any = UNCHANGED,
     audit_retention_days: int | None = None,
     by: Actor,
 ) -> Workspace:
@@ -428,6 +438,20 @@ def workspace_update(
     ):
         if value is not None:
             changes[field] = bool(value)
+    if expired_inbox_grace_hours is not None:
+        if not 0 <= expired_inbox_grace_hours <= MAX_GRACE_HOURS:
+            raise ValidationFailed.at(
+                "expired_inbox_grace_hours", f"Use 0 to {MAX_GRACE_HOURS} hours."
+            )
+        changes["expired_inbox_grace_hours"] = expired_inbox_grace_hours
+    if email_retention_days is not UNCHANGED:
+        if email_retention_days is not None and not (
+            isinstance(email_retention_days, int) and 1 <= email_retention_days <= MAX_AGE_DAYS
+        ):
+            raise ValidationFailed.at(
+                "email_retention_days", f"Use 1 to {MAX_AGE_DAYS} days, or leave it empty."
+            )
+        changes["email_retention_days"] = email_retention_days
     if audit_retention_days is not None:
         if not 1 <= audit_retention_days <= 3650:
             raise ValidationFailed.at("audit_retention_days", "Keep the log 1 to 3650 days.")
@@ -449,6 +473,43 @@ def workspace_update(
             )
     actor.workspace = workspace
     return workspace
+
+
+WorkspaceHook = Callable[[str], object]
+_before_workspace_delete: list[WorkspaceHook] = []
+
+
+def on_workspace_delete(hook: WorkspaceHook) -> WorkspaceHook:
+    """Registers ``hook(workspace_id)`` to run before a workspace's row is deleted, outside any
+    transaction (usable as a decorator): apps above this one empty their large tables a chunk at
+    a time (mail), so the cascade that follows neither loads them nor holds long locks."""
+    _before_workspace_delete.append(hook)
+    return hook
+
+
+def workspace_delete(*, actor: Membership, confirm: str) -> None:
+    """Deletes the actor's workspace with everything in it (owners only; ``confirm`` must be its
+    name). Its API keys are revoked first, in a transaction of their own, so they stop working
+    at once (the next request, and every open wait or stream within the key watch's interval),
+    however long removing the mail then takes."""
+    if not may_delete_workspace(actor.role):
+        raise Forbidden("Only an owner can delete a workspace.")
+    workspace = actor.workspace
+    if confirm.strip() != workspace.name:
+        raise ValidationFailed.at(
+            "confirm", "Type the workspace's name exactly as it is shown to confirm."
+        )
+    with transaction.atomic():
+        ApiKey.objects.filter(workspace=workspace, revoked_at__isnull=True).update(
+            revoked_at=timezone.now()
+        )
+    for hook in _before_workspace_delete:
+        hook(workspace.pk)
+    with transaction.atomic():
+        # No audit entry: the workspace's entries are deleted with it (their foreign key
+        # cascades); a record that outlives the workspace would belong in the operator's log.
+        events.forget_workspace(workspace.pk)
+        Workspace.objects.filter(pk=workspace.pk).delete()
 
 
 @dataclass(frozen=True)

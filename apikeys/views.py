@@ -18,6 +18,7 @@ from django.contrib.auth import update_session_auth_hash
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse, reverse_lazy
@@ -38,6 +39,7 @@ from apikeys.forms import (
     KeyCreateForm,
     MemberInviteForm,
     MemberRoleForm,
+    WorkspaceDeleteForm,
     WorkspaceSettingsForm,
     WorkspaceSwitchForm,
 )
@@ -49,6 +51,7 @@ from apikeys.models import (
     Membership,
     Role,
     effective_scopes,
+    may_delete_workspace,
     may_manage,
 )
 from apikeys.signin import client_address
@@ -480,6 +483,8 @@ def _settings_page(request: HttpRequest, form: WorkspaceSettingsForm | None = No
                 "require_approval": workspace.require_approval,
                 "classifier_enabled": workspace.classifier_enabled,
                 "allow_permanent_inboxes": workspace.allow_permanent_inboxes,
+                "expired_inbox_grace_hours": workspace.expired_inbox_grace_hours,
+                "email_retention_days": workspace.email_retention_days,
                 "audit_retention_days": workspace.audit_retention_days,
             }
         )
@@ -488,7 +493,11 @@ def _settings_page(request: HttpRequest, form: WorkspaceSettingsForm | None = No
         "manages": manages,
         "form": form if manages else None,
         # Through the relation inboxes' model declares: apikeys sits below inboxes.
-        "inbox_count": workspace.inboxes.count(),
+        # What max_inboxes counts: the inboxes that have not expired.
+        "inbox_count": workspace.inboxes.filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now())
+        ).count(),
+        "deletes": may_delete_workspace(membership.role),
         "member_count": selectors.membership_list(workspace).count(),
     }
     return render(request, "apikeys/settings.html", context)
@@ -518,6 +527,28 @@ def workspace_settings_update(request: HttpRequest) -> HttpResponse:
             messages.success(request, "Settings saved. They apply to the API at once.")
             return redirect("workspace_settings")
     return _settings_page(request, form)
+
+
+# --- deleting the workspace -----------------------------------------------------------------------
+
+
+@member_required(roles=(Role.OWNER,))
+def workspace_delete(request: HttpRequest) -> HttpResponse:
+    """Deletes the workspace with everything in it, once its name is typed again (owners)."""
+    membership: Membership = request.membership  # type: ignore[attr-defined]
+    form = WorkspaceDeleteForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        name = membership.workspace.name
+        try:
+            services.workspace_delete(actor=membership, confirm=form.cleaned_data["confirm"])
+        except ApiError as error:
+            add_api_error(form, error)
+        else:
+            request.session.pop(SESSION_WORKSPACE_KEY, None)
+            messages.success(request, f"Deleted {name} with everything in it.")
+            return redirect("/")
+    context = {"workspace": membership.workspace, "form": form}
+    return render(request, "apikeys/workspace_delete.html", context)
 
 
 # --- audit log ------------------------------------------------------------------------------------

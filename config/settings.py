@@ -300,6 +300,15 @@ OUTBOX_RETRY_SCHEDULE = [
 ]
 OUTBOX_SWEEP_GRACE = env.float("OUTBOX_SWEEP_GRACE", default=10.0)
 OUTBOX_SWEEP_EVERY = env.float("OUTBOX_SWEEP_EVERY", default=15.0)  # seconds between sweeps
+# Retention (mail.services.retention_sweep): expired inboxes past their workspace's grace, then
+# mail past its workspace's maximum age, deleted RETENTION_CHUNK emails per transaction (the
+# inbox locks held for one chunk's DELETE, never the whole purge), resting RETENTION_PAUSE times
+# as long as each chunk took before the next (the sweep's share of the database is about
+# 1 / (1 + RETENTION_PAUSE)), for at most RETENTION_SWEEP_SECONDS per run (the rest waits).
+RETENTION_SWEEP_EVERY = env.float("RETENTION_SWEEP_EVERY", default=300.0)
+RETENTION_SWEEP_SECONDS = env.float("RETENTION_SWEEP_SECONDS", default=240.0)
+RETENTION_CHUNK = env.int("RETENTION_CHUNK", default=500)
+RETENTION_PAUSE = env.float("RETENTION_PAUSE", default=3.0)
 # The periodic jobs: run by Celery beat (the Procfile's beat) and, in embedded mode, by
 # `manage.py serve` in-process. A setting rather than code in config/celery.py, which Celery reads
 # through config_from_object: importing the Celery app then reads no settings, so a program can
@@ -315,6 +324,7 @@ CELERY_BEAT_SCHEDULE = {
     "expire-pending-outbox": {"task": "outbox.expire_pending", "schedule": 300.0},
     # Each run checks the custom domains due (DOMAIN_RECHECK_MINUTES), at most 100.
     "recheck-domains": {"task": "inboxes.recheck_domains", "schedule": 60.0},
+    "retention-sweep": {"task": "mail.retention_sweep", "schedule": RETENTION_SWEEP_EVERY},
 }
 EVENT_RETENTION_HOURS = env.int("EVENT_RETENTION_HOURS", default=24)
 CLASSIFIER_URL = env.str("CLASSIFIER_URL", default="")

@@ -37,6 +37,7 @@ EMAIL_DELETED = "email.deleted"
 MAIL_REJECTED = "mail.rejected"
 INBOX_CREATED = "inbox.created"
 INBOX_EXPIRED = "inbox.expired"
+INBOX_DELETED = "inbox.deleted"
 
 OnRecord = Callable[[Sequence[Event]], None]
 _recording: list[OnRecord] = []  # hooks that write rows about the events, and emit none
@@ -180,6 +181,12 @@ def _publish(records: Sequence[Event]) -> None:
 def forget_inbox(workspace_id: str, inbox_id: str) -> int:
     """Drops the log of a deleted inbox (its mail is gone; so are the events describing it)."""
     deleted, _ = Event.objects.filter(workspace_id=workspace_id, inbox_id=inbox_id).delete()
+    return deleted
+
+
+def forget_workspace(workspace_id: str) -> int:
+    """Drops the log of a workspace that is being deleted."""
+    deleted, _ = Event.objects.filter(workspace_id=workspace_id).delete()
     return deleted
 
 

@@ -193,6 +193,10 @@ class Inbox(models.Model):
     email_count = models.PositiveIntegerField(default=0, editable=False)
     unread_count = models.PositiveIntegerField(default=0, editable=False)
     last_email_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Bytes of its mail as stored: raw messages plus attachments kept apart from them (decoded
+    # bytes; an attachment read from its span of the raw message adds nothing). Maintained like
+    # email_count, by the receive path and every path that deletes mail, so /stats never scans.
+    stored_bytes = models.PositiveBigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -209,6 +213,12 @@ class Inbox(models.Model):
                 fields=["expires_at"],
                 name="inbox_expiry_due",
                 condition=models.Q(expires_at__isnull=False, expiry_notified_at__isnull=True),
+            ),
+            # The retention sweep: disposable inboxes by expiry, the longest expired first.
+            models.Index(
+                fields=["expires_at"],
+                name="inbox_purge_due",
+                condition=models.Q(expires_at__isnull=False),
             ),
         ]
 

@@ -232,8 +232,8 @@ def hosted_domain(domain: str) -> bool:
 
 
 def inbox_counts(workspace: Workspace, now: datetime | None = None) -> dict[str, int]:
-    """Inboxes (total, expired at ``now``) and the sums of their maintained email and unread
-    counters (no scan of emails)."""
+    """Inboxes (total, expired at ``now``) and the sums of their maintained email, unread and
+    stored-bytes counters (no scan of emails)."""
     now = now or timezone.now()
     expired = Q(expires_at__isnull=False, expires_at__lte=now)
     counts = Inbox.objects.filter(workspace=workspace).aggregate(
@@ -241,12 +241,14 @@ def inbox_counts(workspace: Workspace, now: datetime | None = None) -> dict[str,
         expired=Count("pk", filter=expired),
         emails=Sum("email_count"),
         unread=Sum("unread_count"),
+        stored_bytes=Sum("stored_bytes"),
     )
     return {
         "total": counts["total"],
         "expired": counts["expired"],
         "emails": counts["emails"] or 0,
         "unread": counts["unread"] or 0,
+        "stored_bytes": counts["stored_bytes"] or 0,
     }
 
 
@@ -265,4 +267,63 @@ def inbox_latest_active(workspace: Workspace) -> Inbox | None:
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .order_by("-id")
         .first()
+    )
+
+
+def retention_graces() -> list[int]:
+    """The distinct ``expired_inbox_grace_hours`` of all workspaces (the retention sweep looks
+    for due inboxes once per value, each a range of the ``inbox_purge_due`` index)."""
+    return sorted(
+        set(Workspace.objects.values_list("expired_inbox_grace_hours", flat=True).distinct())
+    )
+
+
+def inboxes_past_grace(
+    grace_hours: int, expired_before: datetime, limit: int = 100
+) -> list[tuple[str, str]]:
+    """``(inbox id, workspace id)`` of inboxes that expired before ``expired_before`` in
+    workspaces whose grace is ``grace_hours``, the longest expired first."""
+    # The retention sweeper: every workspace's due inboxes.
+    return list(
+        Inbox.objects.unscoped()
+        .filter(
+            expires_at__isnull=False,
+            expires_at__lte=expired_before,
+            workspace__expired_inbox_grace_hours=grace_hours,
+        )
+        .order_by("expires_at")
+        .values_list("pk", "workspace_id")[:limit]
+    )
+
+
+def retention_ages() -> list[tuple[str, int]]:
+    """``(workspace id, email_retention_days)`` of the workspaces that set a maximum age."""
+    return list(
+        Workspace.objects.filter(email_retention_days__isnull=False).values_list(
+            "pk", "email_retention_days"
+        )
+    )
+
+
+def inbox_ids_of(workspace_id: str) -> list[str]:
+    """Every inbox id of a workspace (deleting the workspace)."""
+    return list(Inbox.objects.filter(workspace_id=workspace_id).values_list("pk", flat=True))
+
+
+def storage_largest(workspace: Workspace, limit: int = 5) -> list[Inbox]:
+    """The workspace's inboxes that store the most bytes (their ``stored_bytes`` counters)."""
+    return list(
+        Inbox.objects.filter(workspace=workspace, stored_bytes__gt=0)
+        .order_by("-stored_bytes", "pk")
+        .only("pk", "address", "stored_bytes", "email_count")[:limit]
+    )
+
+
+def inbox_count_live(workspace: Workspace, now: datetime | None = None) -> int:
+    """Inboxes of the workspace that have not expired (what ``max_inboxes`` counts)."""
+    now = now or timezone.now()
+    return (
+        Inbox.objects.filter(workspace=workspace)
+        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .count()
     )

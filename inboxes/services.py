@@ -28,7 +28,7 @@ from inboxes.addresses import (
 )
 from inboxes.exceptions import AddressTaken, DomainInUse, ForwardNeedsSend, InvalidDomain
 from inboxes.models import VERIFICATION_LABEL, CheckResult, Domain, ForwardSetter, Inbox, Source
-from inboxes.selectors import domain_list, domain_resolve
+from inboxes.selectors import domain_list, domain_resolve, inbox_count_live
 
 MAX_TTL_MINUTES = 525_600
 DEFAULT_TTL_MINUTES = 60  # an omitted TTL without the permanent-inbox entitlement
@@ -226,34 +226,37 @@ def domain_remove(*, workspace: Workspace, domain: str, by: Actor) -> None:
 
 
 def inbox_counters_save(inboxes: Iterable[Inbox]) -> None:
-    """Writes the mail counters of inboxes the caller holds locked (the receive path, once per
-    batch). On PostgreSQL one ``UPDATE … FROM unnest(…)`` whose text is the same for any number
-    of inboxes (so psycopg prepares it once); a plain UPDATE per inbox sent in pipeline mode
-    spent a noticeable share of the smtpd's CPU in psycopg's pipeline code. Elsewhere one plain
-    UPDATE per inbox. The ORM's ``bulk_update`` builds a CASE expression per row and field, which
-    cost more than the batch's inserts."""
+    """Writes the mail counters (count, unread, stored bytes) of inboxes the caller holds
+    locked (the receive path, once per batch). On PostgreSQL one ``UPDATE … FROM unnest(…)``
+    whose text is the same for any number of inboxes (so psycopg prepares it once); a plain
+    UPDATE per inbox sent in pipeline mode spent a noticeable share of the smtpd's CPU in
+    psycopg's pipeline code. Elsewhere one plain UPDATE per inbox. The ORM's ``bulk_update``
+    builds a CASE expression per row and field, which cost more than the batch's inserts."""
     rows = [
-        (inbox.email_count, inbox.unread_count, inbox.last_email_at, inbox.pk) for inbox in inboxes
+        (inbox.email_count, inbox.unread_count, inbox.stored_bytes, inbox.last_email_at, inbox.pk)
+        for inbox in inboxes
     ]
     if not rows:
         return
     table = Inbox._meta.db_table
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            counts, unread, last, ids = (list(column) for column in zip(*rows, strict=True))
+            counts, unread, stored, last, ids = (list(c) for c in zip(*rows, strict=True))
             cursor.execute(
                 f"UPDATE {table} AS i SET email_count = v.email_count, "
-                "unread_count = v.unread_count, last_email_at = v.last_email_at "
-                "FROM unnest(%s::integer[], %s::integer[], %s::timestamptz[], %s::varchar[]) "
-                "AS v(email_count, unread_count, last_email_at, id) WHERE i.id = v.id",
-                [counts, unread, last, ids],
+                "unread_count = v.unread_count, stored_bytes = v.stored_bytes, "
+                "last_email_at = v.last_email_at "
+                "FROM unnest(%s::integer[], %s::integer[], %s::bigint[], %s::timestamptz[], "
+                "%s::varchar[]) AS v(email_count, unread_count, stored_bytes, last_email_at, id) "
+                "WHERE i.id = v.id",
+                [counts, unread, stored, last, ids],
             )
         else:
             adapt = connection.ops.adapt_datetimefield_value
             cursor.executemany(
-                f"UPDATE {table} SET email_count = %s, unread_count = %s, "
+                f"UPDATE {table} SET email_count = %s, unread_count = %s, stored_bytes = %s, "
                 "last_email_at = %s WHERE id = %s",
-                [(count, unread, adapt(last), pk) for count, unread, last, pk in rows],
+                [(c, u, b, adapt(last), pk) for c, u, b, last, pk in rows],
             )
 
 
@@ -341,9 +344,11 @@ def inbox_create(
         if workspace.max_inboxes is not None:
             # Serialise creates of one workspace so the cap cannot be overshot by a race.
             Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
-            if Inbox.objects.filter(workspace=workspace).count() >= workspace.max_inboxes:
+            live = inbox_count_live(workspace)  # expired inboxes wait for retention, uncounted
+            if live >= workspace.max_inboxes:
                 raise LimitReached(
-                    f"The workspace may have at most {workspace.max_inboxes} inboxes."
+                    f"The workspace may have at most {workspace.max_inboxes} inboxes that have "
+                    f"not expired, and has {live}."
                 )
         for attempt in range(12):
             local = local_part if local_part is not None else readable_local_part()
@@ -419,8 +424,16 @@ def inbox_update(
     return inbox
 
 
-def inbox_delete(*, inbox: Inbox, by: Actor) -> None:
-    """Removes the inbox, all its mail (raw bytes and attachments included) and its event log."""
+DELETED_BY_REQUEST = "request"  # DELETE /inboxes/{id}, the dashboard, an agent's tool
+DELETED_BY_RETENTION = "retention"  # its workspace's grace after expiry ran out
+
+
+def inbox_delete(*, inbox: Inbox, by: Actor, reason: str = DELETED_BY_REQUEST) -> None:
+    """Removes the inbox, all its mail (raw bytes and attachments included) and its event log;
+    emits ``inbox.deleted``, the one event of the inbox that outlives it (the stream's last
+    word and the webhook). The retention sweep deletes the mail a chunk at a time first
+    (``mail.services.inbox_purge``, ``by`` the system); here what is left goes by cascade,
+    counters with it."""
     with transaction.atomic():
         audit.record(
             workspace=inbox.workspace_id,
@@ -429,7 +442,14 @@ def inbox_delete(*, inbox: Inbox, by: Actor) -> None:
             target=Target("inbox", inbox.pk, inbox.address),
         )
         events.forget_inbox(inbox.workspace_id, inbox.pk)
+        record = inbox_record(inbox)
         inbox.delete()
+        events.emit(
+            workspace_id=inbox.workspace_id,
+            inbox_id=record["id"],
+            type=events.INBOX_DELETED,
+            data={"inbox": record, "reason": reason},
+        )
 
 
 def inboxes_expire_due(*, now: datetime | None = None) -> int:

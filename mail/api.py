@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -180,6 +181,33 @@ class EmailRawApi(APIView):
     def get(self, request: Request, email_id: str) -> HttpResponse:
         content = selectors.email_raw(request.auth.workspace, email_id)
         return _download(content, "message/rfc822", f"{email_id}.eml")
+
+
+class InboxExportApi(APIView):
+    scopes = {"GET": "read"}
+    tags = ["Inboxes"]
+
+    @extend_schema(
+        operation_id="exportInbox",
+        summary="Export an inbox as an mbox file",
+        parameters=[INBOX_ID],
+        responses={(200, "application/mbox"): OpenApiResponse(OpenApiTypes.BINARY)},
+        description="Every email of the inbox, oldest first, as an mbox file (the mboxrd "
+        "variant: each raw message exactly as received after a `From <envelope sender> "
+        "<date>` line, lines starting with `From ` quoted as `>From `, an empty line after "
+        "each message). Streamed as it is read, whatever the size of the inbox.",
+    )
+    def get(self, request: Request, inbox_id: str) -> StreamingHttpResponse:
+        workspace = request.auth.workspace
+        inbox = inbox_selectors.inbox_get(workspace, inbox_id)
+        # Under daphne (ASGI) an async iterator, so that Django sends each part as it is read;
+        # under WSGI a plain one. Either way, one batch of messages in memory at a time.
+        asgi = isinstance(request._request, ASGIRequest)
+        parts = (selectors.inbox_mbox_async if asgi else selectors.inbox_mbox)(workspace, inbox)
+        response = StreamingHttpResponse(parts, content_type="application/mbox")
+        response["Content-Disposition"] = content_disposition_header(True, f"{inbox.address}.mbox")
+        response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+        return response
 
 
 class EmailAttachmentApi(APIView):

@@ -40,6 +40,7 @@ from labels import rules
 from labels import selectors as label_selectors
 from labels import services as label_services
 from labels.models import EmailLabel, Label
+from mail import selectors as mail_selectors
 from mail.message.extraction import extract
 from mail.message.htmltext import make_preview
 from mail.message.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
@@ -473,6 +474,7 @@ class _Batch:
             inbox = copy.inbox
             inbox.email_count += 1
             inbox.unread_count += 1
+            inbox.stored_bytes += stored_size(copy.digest)
             inbox.last_email_at = max(
                 inbox.last_email_at or copy.email.received_at, copy.email.received_at
             )
@@ -538,6 +540,15 @@ def _email(inbox: Inbox, digest: Digest, mail_from: str, recipient: str) -> Emai
     )
 
 
+def stored_size(digest: Digest) -> int:
+    """The bytes one stored copy of a message adds to its inbox's ``stored_bytes``: the raw
+    message, plus every attachment kept apart from it (one with a span is read from the raw
+    message and adds nothing); what :func:`_attachment` stores, counted the same way."""
+    return len(digest.raw) + sum(
+        len(part.content) for part in digest.parsed.attachments if part.span is None
+    )
+
+
 def _attachment(email: Email, position: int, part: ParsedAttachment) -> Attachment:
     """The attachment's row: its span of the raw message if parsing gave one (read back with
     ``parsing.decode_part``), else its bytes."""
@@ -565,7 +576,9 @@ def _make_room(inbox: Inbox) -> list[events.Change]:
     oldest = list(
         Email.objects.filter(inbox=inbox).order_by("pk").values_list("pk", "read")[:excess]
     )
-    Email.objects.filter(inbox=inbox, pk__in=[pk for pk, _ in oldest]).delete()
+    ids = [pk for pk, _ in oldest]
+    inbox.stored_bytes -= mail_selectors.stored_bytes_of(inbox.workspace_id, ids)
+    Email.objects.filter(inbox=inbox, pk__in=ids).delete()
     inbox.email_count -= len(oldest)
     inbox.unread_count -= sum(1 for _, read in oldest if not read)
     return [

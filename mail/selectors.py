@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import BooleanField, Count, F, Func, Prefetch, Q, QuerySet, TextField
+from asgiref.sync import sync_to_async
+from django.db.models import BooleanField, Count, F, Func, Prefetch, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Substr, TruncHour
 from django.utils import timezone
 
@@ -19,6 +21,7 @@ from labels.classifier.base import EmailFacts, facts_of
 from labels.exceptions import UnknownLabel
 from labels.models import EmailLabel, Label
 from mail.exceptions import AttachmentNotFound, EmailNotFound
+from mail.message import mbox
 from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
 from mail.query import QueryError, Term, parse
@@ -367,4 +370,111 @@ def recent_emails(workspace: Workspace, limit: int = 20) -> list[dict]:
         Email.objects.filter(workspace=workspace)
         .order_by("-id")
         .values("id", "subject", "from_address", "received_at")[:limit]
+    )
+
+
+def stored_bytes_of(workspace_id: str, email_ids: Sequence[str]) -> int:
+    """What these emails count in their inboxes' ``stored_bytes`` (see
+    ``mail.pipeline.stored_size``): their raw sizes plus the attachments kept apart."""
+    if not email_ids:
+        return 0
+    ids = list(email_ids)
+    raw = Email.objects.filter(workspace_id=workspace_id, pk__in=ids).aggregate(n=Sum("size"))
+    kept = Attachment.objects.filter(
+        email__workspace_id=workspace_id, email_id__in=ids, content__isnull=False
+    ).aggregate(n=Sum("size"))
+    return (raw["n"] or 0) + (kept["n"] or 0)
+
+
+@dataclass(frozen=True)
+class ExportEntry:
+    """One message of an inbox's export, without its bytes: what its ``From_`` line needs."""
+
+    id: str
+    envelope_from: str
+    received_at: datetime
+    size: int
+
+
+def inbox_export_page(
+    workspace: Workspace, inbox: Inbox, *, after: str = "", limit: int = 200
+) -> list[ExportEntry]:
+    """The inbox's next ``limit`` messages after the id ``after``, oldest first, without their
+    bytes (keyset pages over ``(inbox, -id)``): an export reads its inbox a page at a time and
+    holds no transaction between pages."""
+    rows = (
+        Email.objects.filter(workspace=workspace, inbox=inbox, pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", "envelope_from", "received_at", "size")[:limit]
+    )
+    return [ExportEntry(*row) for row in rows]
+
+
+def raw_contents(workspace: Workspace, email_ids: Sequence[str]) -> dict[str, bytes]:
+    """The raw messages of these emails of the workspace, by email id."""
+    rows = RawMessage.objects.filter(email__workspace=workspace, email_id__in=list(email_ids))
+    return {pk: bytes(content) for pk, content in rows.values_list("email_id", "content")}
+
+
+EXPORT_BATCH_BYTES = 4 * 1024 * 1024  # raw bytes read per query (one larger message: alone)
+
+
+def inbox_mbox(workspace: Workspace, inbox: Inbox) -> Iterator[bytes]:
+    """The inbox's mail as an mboxrd file, oldest first, a few megabytes at a time: each
+    page of ids is read without bytes, then their raw messages in batches of about
+    ``EXPORT_BATCH_BYTES`` (a larger message alone), so memory stays flat however large the
+    inbox; nothing is held open between queries."""
+    after = ""
+    while entries := inbox_export_page(workspace, inbox, after=after):
+        batch: list[ExportEntry] = []
+        size = 0
+        for entry in [*entries, None]:
+            if entry is not None and (not batch or size + entry.size <= EXPORT_BATCH_BYTES):
+                batch.append(entry)
+                size += entry.size
+                continue
+            raws = raw_contents(workspace, [e.id for e in batch])
+            yield b"".join(
+                mbox.entry(e.envelope_from, e.received_at, raws[e.id])
+                for e in batch
+                if e.id in raws  # deleted since the page was read
+            )
+            del raws
+            batch, size = ([entry], entry.size) if entry is not None else ([], 0)
+        after = entries[-1].id
+
+
+async def inbox_mbox_async(workspace: Workspace, inbox: Inbox) -> AsyncIterator[bytes]:
+    """:func:`inbox_mbox` for an ASGI server: each step (its queries) in the thread that runs
+    the project's sync code, the event loop free meanwhile (Django would otherwise read a
+    sync iterator to its end into a list before sending the first byte)."""
+    parts = inbox_mbox(workspace, inbox)
+    step = sync_to_async(next)
+    while (part := await step(parts, None)) is not None:
+        yield part
+
+
+def emails_received_before(
+    workspace_id: str, cutoff: datetime, *, since: datetime | None = None, limit: int
+) -> list[tuple[str, str, datetime]]:
+    """``(email id, inbox id, received_at)`` of the workspace's oldest mail received before
+    ``cutoff`` and not before ``since`` (the ``(workspace, received_at)`` index), at most
+    ``limit``: the retention sweep's chunk. ``since`` is the last chunk's newest time: the scan
+    then starts past the index entries of the rows just deleted (not yet vacuumed, a purge
+    that always began at the oldest end would step over all of them every time)."""
+    rows = Email.objects.filter(workspace_id=workspace_id, received_at__lt=cutoff)
+    if since is not None:
+        rows = rows.filter(received_at__gte=since)
+    return list(rows.order_by("received_at").values_list("pk", "inbox_id", "received_at")[:limit])
+
+
+def email_ids_of_inbox(
+    workspace_id: str, inbox_id: str, *, after: str = "", limit: int
+) -> list[str]:
+    """The ids of an inbox's oldest ``limit`` emails after the id ``after`` (the ``(inbox,
+    -id)`` index; keyset, for the reason :func:`emails_received_before` gives)."""
+    return list(
+        Email.objects.filter(workspace_id=workspace_id, inbox_id=inbox_id, pk__gt=after)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:limit]
     )

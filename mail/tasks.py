@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from mail import classification
+from mail import classification, services
 
 
 @shared_task(name="mail.classify_email", acks_late=True)
@@ -17,3 +17,10 @@ def classify_email(email_id: str) -> int:
 def announce_overdue() -> int:
     """Announces emails whose classification was lost; the row says which."""
     return classification.announce_overdue()
+
+
+@shared_task(name="mail.retention_sweep")
+def retention_sweep() -> int:
+    """Deletes expired inboxes past their grace and mail past its age (a time budget per run)."""
+    swept = services.retention_sweep()
+    return swept.inboxes + swept.emails

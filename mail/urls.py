@@ -23,6 +23,7 @@ register_converter(EmailIdConverter, "email_id")
 
 urlpatterns = [
     path("inboxes/<str:inbox_id>/emails", api.InboxEmailsApi.as_view()),
+    path("inboxes/<str:inbox_id>/export", api.InboxExportApi.as_view()),
     path("emails", api.EmailsApi.as_view()),
     path("emails/<email_id:email_id>", api.EmailApi.as_view()),
     path("emails/<str:email_id>/raw", api.EmailRawApi.as_view()),

@@ -200,7 +200,8 @@ class StatsApi(APIView):
         responses=StatsOut,
         description="Inbox counts by status; emails (total, last 24 h, unread); outbox by "
         "status, and sent items by delivery state (outbox_delivery); webhook deliveries "
-        "(last 24 h, failed); the 20 most recent events.",
+        "(last 24 h, failed); storage (bytes of mail stored, the largest inboxes); the 20 most "
+        "recent events.",
     )
     def get(self, request: Request) -> Response:
         return Response(StatsOut(stats.workspace_stats(request.auth.workspace)).data)

@@ -163,6 +163,23 @@ class _DeliveryCountsOut(serializers.Serializer):
     failed_24h = serializers.IntegerField()
 
 
+class _LargeInboxOut(serializers.Serializer):
+    id = serializers.CharField()
+    address = serializers.CharField()
+    bytes = serializers.IntegerField(help_text="Bytes of its mail as stored.")
+    email_count = serializers.IntegerField()
+
+
+class _StorageOut(serializers.Serializer):
+    bytes = serializers.IntegerField(
+        help_text="Bytes of the workspace's mail as stored: raw messages plus attachments kept "
+        "apart from them, before the database's own compression. A maintained counter."
+    )
+    largest_inboxes = _LargeInboxOut(
+        many=True, help_text="The inboxes that store the most bytes, largest first (at most 5)."
+    )
+
+
 class RecentEventOut(serializers.Serializer):
     id = serializers.IntegerField()
     type = serializers.CharField()
@@ -179,4 +196,5 @@ class StatsOut(serializers.Serializer):
         help_text="Sent outbox items by delivery state: what was delivered, not handed over."
     )
     webhooks = _DeliveryCountsOut()
+    storage = _StorageOut()
     recent_events = RecentEventOut(many=True)

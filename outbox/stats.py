@@ -3,9 +3,9 @@
 It summarises every resource app (inboxes, mail, the outbox, webhook deliveries and the event
 log), each counted by its own app's selectors, so it lives in the app above all of them: outbox
 imports mail, inboxes, webhooks and events, and nothing imports outbox (docs/architecture.md).
-Every count reads an index or a maintained counter, never a scan: email totals and unread counts
-come from the inboxes' counters, the last-24-hours count from ``(workspace, received_at)``, recent
-events from the log's ``(workspace_id, -id)``.
+Every count reads an index or a maintained counter, never a scan: email totals, unread counts and
+bytes stored come from the inboxes' counters, the last-24-hours count from ``(workspace,
+received_at)``, recent events from the log's ``(workspace_id, -id)``.
 """
 
 from __future__ import annotations
@@ -44,6 +44,18 @@ def workspace_stats(workspace: Workspace) -> dict[str, Any]:
         "outbox": outbox_selectors.outbox_status_counts(workspace),
         "outbox_delivery": outbox_selectors.outbox_delivery_counts(workspace),
         "webhooks": webhook_selectors.delivery_counts_since(workspace, day_ago),
+        "storage": {
+            "bytes": inboxes["stored_bytes"],
+            "largest_inboxes": [
+                {
+                    "id": inbox.pk,
+                    "address": inbox.address,
+                    "bytes": inbox.stored_bytes,
+                    "email_count": inbox.email_count,
+                }
+                for inbox in inbox_selectors.storage_largest(workspace)
+            ],
+        },
         "recent_events": [
             {
                 "id": event.pk,

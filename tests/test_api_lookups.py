@@ -204,7 +204,8 @@ def test_a_webhook_takes_a_plus_tagged_inbox_address(client: httpx.Client) -> No
             {"url": "https://hooks.example.com/in", "events": ["email.recieved"]},
             "events.0",
             "email.recieved",
-            "email.received, email.labeled, inbox.created, inbox.expired, outbound.pending, "
+            "email.received, email.labeled, inbox.created, inbox.expired, inbox.deleted, "
+            "outbound.pending, "
             "outbound.sent, outbound.rejected, outbound.failed",
         ),
         (

@@ -20,6 +20,7 @@ EVENT_HELP = {
     "email.labeled": "labels were applied by a rule or the classifier",
     "inbox.created": "an inbox was created (API, dashboard or catch-all)",
     "inbox.expired": "a disposable inbox reached its expiry",
+    "inbox.deleted": "an inbox was deleted with its mail (a request, or retention after expiry)",
     "outbound.pending": "an outgoing message waits for approval",
     "outbound.sent": "an outgoing message was sent",
     "outbound.rejected": "an outgoing message was rejected by an approver",

@@ -127,6 +127,19 @@ _EVENTS: list[tuple[str, str, str, dict[str, Any]]] = [
         "expiry (extending the inbox and letting it expire again sends it again).",
         _object({"inbox": _ref("WebhookInbox"), "expired_at": _TIMESTAMP}),
     ),
+    (
+        "inbox.deleted",
+        "An inbox was deleted with its mail",
+        "The inbox and all its mail are gone. `reason`: `request` (DELETE /inboxes/{id}, the "
+        "dashboard or an agent's tool) or `retention` (it had expired, and its workspace's "
+        "`expired_inbox_grace_hours` ran out). Its id answers not_found from now on.",
+        _object(
+            {
+                "inbox": _ref("WebhookInbox"),
+                "reason": {"enum": ["request", "retention"]},
+            }
+        ),
+    ),
     *[
         (
             event,

@@ -40,6 +40,7 @@ WEBHOOK_EVENTS = (
     "email.labeled",
     "inbox.created",
     "inbox.expired",
+    "inbox.deleted",
     "outbound.pending",
     "outbound.sent",
     "outbound.rejected",
@@ -335,3 +336,22 @@ def send_test(*, endpoint: Endpoint) -> Delivery:
             None,
         )
         return _save_and_queue([delivery])[0]
+
+
+def workspace_deliveries_purge(workspace_id: str) -> int:
+    """The deliveries (and their attempts) of a workspace that is being deleted, a chunk per
+    transaction (the ``apikeys.services.on_workspace_delete`` hook: one delivery per event and
+    endpoint adds up, and the cascade would load every one of them to find its attempts)."""
+    deleted = 0
+    while ids := list(
+        Delivery.objects.filter(workspace_id=workspace_id).values_list("pk", flat=True)[
+            : settings.RETENTION_CHUNK
+        ]
+    ):
+        with transaction.atomic():
+            Attempt.objects.filter(
+                delivery__workspace_id=workspace_id, delivery_id__in=ids
+            ).delete()
+            Delivery.objects.filter(workspace_id=workspace_id, pk__in=ids).delete()
+        deleted += len(ids)
+    return deleted

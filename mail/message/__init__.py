@@ -10,4 +10,5 @@ and benchmarked without settings or a database; ``tests/test_conventions.py`` ch
 - ``extraction``: verification codes and links found in a message (``extract``).
 - ``htmltext``: HTML to text, whitespace folding and previews.
 - ``sanitize``: untrusted e-mail HTML made safe to display (nh3 allow-lists).
+- ``mbox``: messages as an mboxrd file (the inbox export).
 """

@@ -34,7 +34,6 @@ from typing import Any
 
 import httpx
 
-from apikeys.audit import Actor
 from tests.benchmarks import database, ingest
 from tests.benchmarks.stack import RESULTS, CpuWindow, child_env
 from tests.live import CELERY_WORKER, ROOT, Process, descendants, free_port, sse_events
@@ -141,6 +140,7 @@ def _follow(
 
 
 def run_shape(name: str, shape: Shape, messages: int, receiver: Receiver) -> dict[str, Any]:
+    from apikeys.audit import Actor  # models: only once django.setup() ran
     from apikeys.services import ALL_SCOPES, api_key_create, workspace_get_or_create
     from events.models import Event
     from inboxes.services import inbox_create

@@ -1,7 +1,7 @@
 """One table of every figure of the performance issue next to its target, from the results files
 the benchmarks wrote (``python -m tests.benchmarks.summary``; ``make bench`` runs it last).
 
-Reads ``results/{latest,ingest,scale,rest,webhooks,scaleout}.json``; a file that is missing (its
+Reads ``results/{latest,ingest,scale,rest,webhooks,scaleout,lifecycle}.json``; a file that is missing (its
 benchmark was not run) shows as "not measured". Writes ``results/summary.md`` and prints it, and
 writes ``docs/benchmarks.md``: the page of figures, generated and never edited by hand, with the
 commit, the date and the machine, the summary table and each benchmark's own tables.
@@ -30,6 +30,7 @@ DETAILS = [
     ("REST", "rest.md"),
     ("Webhooks", "webhooks.md"),
     ("Scale-out", "scaleout.md"),
+    ("Data lifecycle", "lifecycle.md"),
 ]
 
 
@@ -186,6 +187,46 @@ def scaleout_lines() -> list[Line]:
     return lines
 
 
+def lifecycle_lines() -> list[Line]:
+    document = _load("lifecycle")
+    if document is None:
+        return _missing("data lifecycle", "python -m tests.benchmarks.lifecycle")
+    out = []
+    purge = document.get("purge")
+    if purge:
+        size = f"purging {purge['emails']:,}"
+        base, during = purge["without"]["rate"], purge["with"]["rate"]
+        change = during / base - 1 if base else 0.0
+        out += [
+            Line(
+                "data lifecycle",
+                f"ingest while {size}",
+                f"{change:+.0%}",
+                "within 15 %",
+                change >= -0.15,
+            ),
+            Line(
+                "data lifecycle",
+                f"longest lock wait while {size}",
+                f"{1000 * purge['max_lock_wait_s']:.0f} ms",
+                "< 1 s",
+                purge["max_lock_wait_s"] < 1,
+            ),
+        ]
+    export = document.get("export")
+    if export:
+        out.append(
+            Line(
+                "data lifecycle",
+                f"web process peak memory exporting {export['emails']:,} emails",
+                f"{export['web_hwm_after_mb']} MB (before: {export['web_hwm_before_mb']} MB)",
+                "flat",
+                None,
+            )
+        )
+    return out or _missing("data lifecycle", "python -m tests.benchmarks.lifecycle")
+
+
 def lines() -> list[Line]:
     return [
         *ingest_lines(),
@@ -194,6 +235,7 @@ def lines() -> list[Line]:
         *rest_lines(),
         *webhook_lines(),
         *scaleout_lines(),
+        *lifecycle_lines(),
     ]
 
 

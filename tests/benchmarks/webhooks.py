@@ -20,7 +20,6 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from apikeys.audit import Actor
 from tests.benchmarks.database import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL, with_database
 from tests.live import CELERY_WORKER, ROOT, free_port
 
@@ -77,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     try:
         time.sleep(0.5)
+        from apikeys.audit import Actor  # models: only once django.setup() ran
+
         workspace = Workspace.objects.create(name="bench")
         endpoint, _ = services.endpoint_create(
             workspace=workspace,

@@ -43,5 +43,5 @@ def test_stats_query_count_is_constant(
     for i in range(5):
         box = inbox_services.inbox_create(workspace=workspace, local_part=f"q{i}")
         pipeline.receive_one(message(to=box.address), to=box.address)
-    with django_assert_max_num_queries(8):
+    with django_assert_max_num_queries(9):  # 9: the largest inboxes (storage)
         assert api.call("GET", "stats").status_code == 200

@@ -4,7 +4,7 @@
 A live server (daphne and ``manage.py smtpd``, or ``manage.py serve`` in embedded mode) with an
 outbound relay on 127.0.0.1 that refuses every recipient: the events are caused through its API,
 SMTP and dashboard session (every type the section lists: mail received and labelled, inboxes
-created and expired, outgoing mail pending, sent, rejected and failed, a test event), the
+created, expired and deleted, outgoing mail pending, sent, rejected and failed, a test event), the
 deliveries are attempted to a real HTTP receiver on 127.0.0.1, and every body is validated with
 a JSON Schema validator against the payload schema the live server's own document gives for its
 event, every header against the documented header parameters, every signature by the documented
@@ -129,6 +129,8 @@ def test_the_webhooks_section_describes_every_payload_a_receiver_gets(
         client.post("inboxes", json={"ttl_minutes": 1}).raise_for_status()
         # The expiry sweep, run as beat runs it, two minutes on: inbox.expired.
         assert inbox_services.inboxes_expire_due(now=timezone.now() + timedelta(minutes=2)) == 1
+        gone = client.post("inboxes", json={"local_part": "gone"}).json()
+        assert client.delete(f"inboxes/{gone['id']}").status_code == 200  # inbox.deleted
 
         mail = {"to": ["someone@elsewhere.example"], "subject": "Hello", "text": "Hi."}
         first = agent_client.post(f"inboxes/{inbox['id']}/send", json=mail)  # outbound.pending
@@ -150,6 +152,7 @@ def test_the_webhooks_section_describes_every_payload_a_receiver_gets(
         "email.labeled",
         "inbox.created",
         "inbox.expired",
+        "inbox.deleted",
         "outbound.pending",
         "outbound.sent",
         "outbound.rejected",
