@@ -12,7 +12,6 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 
 from apikeys import services
 from apikeys.audit import actor_of
@@ -136,9 +135,10 @@ class InvitationAdmin(admin.ModelAdmin):
 
     @admin.action(description="Withdraw the selected invitations")
     def withdraw(self, request: HttpRequest, queryset: QuerySet[Invitation]) -> None:
-        count = queryset.filter(accepted_at__isnull=True, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
+        count = 0
+        for invitation in queryset.filter(accepted_at__isnull=True, revoked_at__isnull=True):
+            services.invitation_withdraw(invitation=invitation, by=actor_of(request))
+            count += invitation.revoked_at is not None
         self.message_user(request, f"Withdrew {count} invitation(s).", messages.SUCCESS)
 
 

@@ -214,6 +214,13 @@ def invitation_revoke(*, actor: Membership, invitation: Invitation, by: Actor) -
     _check_manager(actor, invitation.workspace)
     if not may_manage(actor.role, invitation.role):
         raise RoleNotAllowed("Only owners can revoke an invitation to become an owner.")
+    invitation_withdraw(invitation=invitation, by=by)
+    return invitation
+
+
+def invitation_withdraw(*, invitation: Invitation, by: Actor) -> Invitation:
+    """Revokes a pending invitation with no role check (the operator's admin; members go
+    through :func:`invitation_revoke`), audited like it."""
     with transaction.atomic():
         revoked = Invitation.objects.filter(
             workspace_id=invitation.workspace_id,

@@ -18,12 +18,13 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from apikeys.audit import actor_of
 from apikeys.models import effective_scopes
 from apikeys.principal import Principal
 from config.api.errors import ApiError
 from inboxes import services
 from inboxes.models import Domain, Inbox
-from inboxes.services import OPERATOR_ROLE, inbox_update
+from inboxes.services import OPERATOR_ROLE, inbox_delete, inbox_update
 
 
 class DomainAdminForm(forms.ModelForm):
@@ -182,3 +183,11 @@ class InboxAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # through POST /inboxes or the dashboard, which emit inbox.created
+
+    def delete_model(self, request: HttpRequest, obj: Inbox) -> None:
+        """Through the service, as DELETE /inboxes/{id}: audited, the event log forgotten."""
+        inbox_delete(inbox=obj, by=actor_of(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Inbox]) -> None:
+        for inbox in queryset:
+            inbox_delete(inbox=inbox, by=actor_of(request))

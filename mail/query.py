@@ -121,7 +121,14 @@ def _instant(value: str, *, term: str, position: int) -> datetime:
         raise QueryError(
             "Not a date (YYYY-MM-DD) or an ISO 8601 date-time.", term=term, position=position
         ) from None
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    try:
+        # In UTC here: an offset that carries the instant out of years 1-9999 (0001-01-01 at
+        # +01:00) is the client's error, not the database adapter's OverflowError (a 500).
+        return when.astimezone(UTC) if when.tzinfo else when.replace(tzinfo=UTC)
+    except OverflowError:
+        raise QueryError(
+            "The date-time is out of range in UTC.", term=term, position=position
+        ) from None
 
 
 def parse(query: str) -> list[Term]:
