@@ -18,6 +18,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from apikeys.admin import AuditedAdmin
 from apikeys.audit import actor_of
 from apikeys.models import effective_scopes
 from apikeys.principal import Principal
@@ -42,8 +43,10 @@ class DomainAdminForm(forms.ModelForm):
 
 
 @admin.register(Domain)
-class DomainAdmin(admin.ModelAdmin):
+class DomainAdmin(AuditedAdmin):
     form = DomainAdminForm
+    audit_type = "domain"
+    audit_actions = {"add": "domain.added", "change": "domain.updated", "delete": "domain.removed"}
     list_display = [
         "domain",
         "id",
@@ -154,6 +157,9 @@ class InboxAdmin(admin.ModelAdmin):
         "forward_set_by_key",
         "forward_set_by_user",
         "forward_requires_approval",
+        # Fault rules reach the SMTP wire: set through the API's or the dashboard's validation.
+        "smtp_faults",
+        "injected_faults",
         "created_at",
         "updated_at",
     ]

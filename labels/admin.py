@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from apikeys.admin import AuditedAdmin
 from labels.models import EmailLabel, Label, LabelFeedback
 
 
 @admin.register(Label)
-class LabelAdmin(admin.ModelAdmin):
+class LabelAdmin(AuditedAdmin):
     list_display = ["key", "name", "workspace", "color", "threshold", "enabled", "created_at"]
     list_filter = ["enabled", "color"]
     list_select_related = ["workspace"]
@@ -19,6 +20,10 @@ class LabelAdmin(admin.ModelAdmin):
     readonly_fields = ["id", "workspace", "key", "rules", "threshold", "created_at", "updated_at"]
     date_hierarchy = "created_at"
     ordering = ["workspace__name", "key"]
+    audit_type, audit_actions = "label", {"change": "label.updated", "delete": "label.deleted"}
+
+    def audit_name(self, obj: Label) -> str:  # type: ignore[override]
+        return obj.key
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # POST /labels validates keys and rules

@@ -13,6 +13,8 @@ from django.contrib import admin
 from django.db import models
 from django.http import HttpRequest
 
+from apikeys import audit
+from apikeys.admin import AuditedAdmin
 from config.admin import ReadOnlyAdmin
 from webhooks.models import Attempt, Delivery, Endpoint
 
@@ -28,7 +30,7 @@ class AttemptInline(admin.TabularInline):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(AuditedAdmin):
     list_display = ["url", "id", "workspace", "events", "enabled", "created_at"]
     list_filter = ["enabled"]
     list_select_related = ["workspace"]
@@ -39,6 +41,11 @@ class EndpointAdmin(admin.ModelAdmin):
     readonly_fields = ["id", "workspace", "created_at", "updated_at"]
     date_hierarchy = "created_at"
     ordering = ["-created_at"]
+    audit_type = "webhook"
+    audit_actions = {"change": "webhook.updated", "delete": "webhook.deleted"}
+
+    def audit_name(self, obj: Endpoint) -> str:  # type: ignore[override]
+        return audit.url_origin(obj.url)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # the secret is generated and shown once by POST /webhooks
