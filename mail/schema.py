@@ -180,7 +180,9 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                     "links": EMAIL_LINKS,
                 },
                 "204": {"description": "Nothing matched before the timeout."},
-                **_errors((400, "unknown_label")),
+                # Up to 20 header filters of 1,000 characters each, beside subject and body
+                # patterns, can make a request line longer than the web server takes.
+                **_errors((400, "unknown_label"), (414, "uri_too_long")),
             },
         }
     }
@@ -231,7 +233,9 @@ def add_streaming_paths(result: dict[str, Any], generator: Any, request: Any, pu
                     },
                 },
                 "204": {"description": "Fewer than `count` emails matched before the timeout."},
-                **_errors((400, "unknown_label")),
+                # Up to 20 header filters of 1,000 characters each, beside subject and body
+                # patterns, can make a request line longer than the web server takes.
+                **_errors((400, "unknown_label"), (414, "uri_too_long")),
             },
         }
     }

@@ -70,6 +70,7 @@ _STATUS_TEXT = {
     404: "No such object in your workspace",
     409: "Conflicts with the current state",
     413: "The body is larger than the instance accepts (DATA_UPLOAD_MAX_MEMORY_SIZE)",
+    414: "The request line is longer than 16,384 bytes (many or long query filters)",
     415: "The body is not application/json",
     429: "Too many requests (rate_limited, with Retry-After) or a quota is reached (limit_reached)",
 }
