@@ -22,6 +22,12 @@ An email counts once it matches: a ``label`` filter re-judges an email when a la
 later (``email.labeled``, ``email.updated``), so a classifier's late label releases the waiter
 then. The wait answers once ``nth - 1 + count`` emails matched: the ``count`` emails from the
 ``nth``, oldest first (by ``received_at``).
+
+A read of stored mail is bounded: it keeps a watermark (the newest email it judged), not the ids
+it rejected, so a waiter's memory does not grow with the mail it reads past; it judges at most
+``FIND_MAX`` emails per call and stops at the wait's deadline; a later read (lost wake-ups) goes
+on from the watermark (a little before it, ``RECHECK_SLACK``, for mail committed late), and a
+``label`` wait also re-reads only the emails whose label landed since the previous read.
 """
 
 from __future__ import annotations
@@ -29,12 +35,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 from rest_framework import serializers
 
 from apikeys.models import Workspace
@@ -67,6 +76,8 @@ from mail.serializers import EmailOut, LinkOut
 logger = logging.getLogger(__name__)
 
 FIND_BATCH = 500  # emails read at a time when looking for matches
+FIND_MAX = 5_000  # emails one read (one db_call) judges at most; the wait then reads on
+RECHECK_SLACK = timedelta(seconds=30)  # a later read starts this long before the watermark
 MAX_TIMEOUT = 120
 MAX_NTH = 100
 MAX_COUNT = 100
@@ -345,12 +356,14 @@ Accept = Callable[[dict[str, Any]], bool]
 
 @dataclass
 class Progress:
-    """One wait's judgements: the emails that matched (id -> order) and those that did not."""
+    """One wait's judgements: the emails that matched (id -> order, at most ``needed``: the wait
+    answers then) and a watermark of what the reads judged, never the ids that did not match."""
 
     needed: int
     matched: dict[str, tuple[datetime, str]] = field(default_factory=dict)
-    rejected: set[str] = field(default_factory=set)
     records: dict[str, dict] = field(default_factory=dict)  # accepted records, kept
+    read_upto: tuple[datetime, str] | None = None  # the newest email a read judged
+    labels_from: datetime | None = None  # a label wait's next read: labels that landed since
 
     @property
     def done(self) -> bool:
@@ -359,9 +372,6 @@ class Progress:
     def judged(self, email: Candidate, matched: bool) -> None:
         if matched:
             self.matched[email.id] = (email.received_at, email.id)
-            self.rejected.discard(email.id)
-        else:
-            self.rejected.add(email.id)
 
 
 def _record(workspace: Workspace, email_id: str) -> dict | None:
@@ -383,6 +393,59 @@ def _accepted(
     return True
 
 
+def _judge_rows(
+    workspace: Workspace,
+    rows: QuerySet[Email],
+    query: dict[str, Any],
+    since: datetime,
+    progress: Progress,
+    budget: Budget,
+    accept: Accept | None,
+    stop_at: float,
+    *,
+    advance: bool,
+) -> bool:
+    """Judges ``rows`` oldest first, in pages of ``FIND_BATCH``, until enough matched, the rows
+    end (False), or ``FIND_MAX`` were judged or ``stop_at`` passed once a page was (True: there
+    may be more; a wait with ``timeout=0`` still judges a page). ``advance`` moves the
+    watermark past what was judged."""
+    body, labels = _needs(query)
+    after: tuple[datetime, str] | None = None
+    judged = 0
+    while not progress.done:
+        page = rows
+        if after is not None:
+            page = page.filter(
+                Q(received_at__gt=after[0]) | Q(received_at=after[0], pk__gt=after[1])
+            )
+        batch = _candidates(
+            workspace.pk,
+            page.order_by("received_at", "pk")[:FIND_BATCH],
+            body=body,
+            labels=labels,
+        )
+        for email in batch:
+            after = (email.received_at, email.id)
+            if advance and (progress.read_upto is None or after > progress.read_upto):
+                progress.read_upto = after
+            judged += 1
+            if email.id not in progress.matched:
+                progress.judged(
+                    email,
+                    matches(email, query, since, budget)
+                    and _accepted(workspace, email.id, accept, progress),
+                )
+            if progress.done:
+                return False
+            if judged >= FIND_BATCH and time.monotonic() >= stop_at:
+                return True
+        if len(batch) < FIND_BATCH:
+            return False
+        if judged >= FIND_MAX:
+            return True
+    return False
+
+
 @db_call
 def find(
     workspace: Workspace,
@@ -392,43 +455,70 @@ def find(
     progress: Progress,
     budget: Budget,
     accept: Accept | None = None,
+    *,
+    stop_at: float = math.inf,
+    rewind: bool = False,
+) -> bool:
+    """Judges the emails received at or after ``since`` (of ``inbox``, else of the workspace)
+    that the previous reads did not (after ``progress.read_upto``), oldest first, until enough
+    matched or the mail ends (a long run of mail that does not match cannot hide a match; a
+    pattern that spends the wait's ``budget`` matches nothing more). True when it stopped
+    first, at ``FIND_MAX`` emails or at ``stop_at`` (``time.monotonic()``): call it again to
+    read on. ``rewind`` (a read for lost wake-ups) starts ``RECHECK_SLACK`` before the
+    watermark, and a ``label`` wait then also judges the older emails whose label landed since
+    the previous read. ``accept`` looks at a match's record too (``get_verification_code``:
+    one with a code)."""
+    started = timezone.now()
+    if inbox is not None:
+        scope = Email.objects.filter(inbox=inbox, received_at__gte=since)
+    else:
+        scope = Email.objects.filter(workspace=workspace, received_at__gte=since)
+    scope = _prefiltered(scope, query)
+    mark = progress.read_upto
+    if query.get("label") and rewind and mark is not None and progress.labels_from is not None:
+        landed = EmailLabel.objects.filter(
+            key=query["label"], created_at__gte=progress.labels_from
+        ).values("email_id")
+        relabeled = scope.filter(pk__in=landed, received_at__lte=mark[0])
+        if _judge_rows(
+            workspace, relabeled, query, since, progress, budget, accept, stop_at, advance=False
+        ):
+            return True
+    if query.get("label") and (progress.labels_from is None or rewind):
+        progress.labels_from = started - RECHECK_SLACK
+    rows = scope
+    if mark is not None and rewind:
+        rows = rows.filter(received_at__gte=mark[0] - RECHECK_SLACK)
+    elif mark is not None:
+        rows = rows.filter(Q(received_at__gt=mark[0]) | Q(received_at=mark[0], pk__gt=mark[1]))
+    return _judge_rows(
+        workspace, rows, query, since, progress, budget, accept, stop_at, advance=True
+    )
+
+
+async def _read(
+    workspace: Workspace,
+    inbox: Inbox | None,
+    since: datetime,
+    query: dict[str, Any],
+    progress: Progress,
+    budget: Budget,
+    accept: Accept | None,
+    deadline: float,
+    *,
+    rewind: bool,
 ) -> None:
-    """Judges the emails received at or after ``since`` (of ``inbox``, else of the workspace),
-    oldest first, in batches until enough matched or the mail ends (a long run of mail that does
-    not match cannot hide a match; a pattern that spends the wait's ``budget`` matches nothing
-    more, so the read stays short). ``accept`` looks at a match's record too
-    (``get_verification_code``: one with a code)."""
-    body, labels = _needs(query)
-    after: tuple[datetime, str] | None = None
-    while not progress.done:
-        if inbox is not None:
-            rows = Email.objects.filter(inbox=inbox, received_at__gte=since)
-        else:
-            rows = Email.objects.filter(workspace=workspace, received_at__gte=since)
-        rows = _prefiltered(rows, query)
-        if after is not None:
-            rows = rows.filter(
-                Q(received_at__gt=after[0]) | Q(received_at=after[0], pk__gt=after[1])
-            )
-        batch = _candidates(
-            workspace.pk,
-            rows.order_by("received_at", "pk")[:FIND_BATCH],
-            body=body,
-            labels=labels,
+    """:func:`find` until the mail ends, enough matched or ``deadline`` (event-loop time)."""
+    loop = asyncio.get_running_loop()
+    more = True
+    while more and not progress.done:
+        stop_at = time.monotonic() + (deadline - loop.time())
+        more = await find(
+            workspace, inbox, since, query, progress, budget, accept, stop_at=stop_at, rewind=rewind
         )
-        for email in batch:
-            if email.id in progress.matched or (email.id in progress.rejected and not labels):
-                continue
-            progress.judged(
-                email,
-                matches(email, query, since, budget)
-                and _accepted(workspace, email.id, accept, progress),
-            )
-            if progress.done:
-                return
-        if len(batch) < FIND_BATCH:
+        rewind = False
+        if loop.time() >= deadline:
             return
-        after = (batch[-1].received_at, batch[-1].id)
 
 
 @db_call
@@ -666,7 +756,9 @@ async def wait_for_emails(
         listen(None, receive=receive, watch=watch_key(principal)) as listener,
         _sifted(_Parked(workspace, query, since, listener), group),  # before the first read
     ):
-        await find(workspace, inbox, since, query, progress, budget, accept)
+        await _read(
+            workspace, inbox, since, query, progress, budget, accept, deadline, rewind=False
+        )
         listener.signal_at(deadline, TIMEOUT)
         if tick is not None:
             listener.signal_every(tick_seconds, KEEPALIVE)
@@ -680,7 +772,6 @@ async def wait_for_emails(
                 for email_id, record in zip(answer, records, strict=True):
                     if record is None:  # deleted meanwhile: it no longer counts
                         del progress.matched[email_id]
-                        progress.rejected.add(email_id)
                 continue
             message = await listener.get()
             if message is CLOSED:
@@ -695,13 +786,13 @@ async def wait_for_emails(
                 continue
             if message is RECHECK or listener.lagged:  # the log knows what was missed
                 listener.lagged = False
-                await find(workspace, inbox, since, query, progress, budget, accept)
+                await _read(
+                    workspace, inbox, since, query, progress, budget, accept, deadline, rewind=True
+                )
                 continue
             email: Candidate = message["candidate"]  # its fields match: the sieve checked
             if email.id in progress.matched:
-                continue
-            if email.id in progress.rejected and not query.get("label"):
-                continue  # judged already (by the first read), and what counts cannot change
+                continue  # judged again otherwise: a read may have passed it before its commit
             matched = await amatches(email, query, since, budget)
             if matched and accept is not None:
                 matched = await _judge_accept(workspace, email.id, accept, progress)

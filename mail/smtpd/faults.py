@@ -158,7 +158,13 @@ class Faults:
         return False
 
 
-async def hold(fault: Fault) -> None:
-    """Waits the fault's delay without holding up other sessions."""
-    if fault.delay > 0:
-        await asyncio.sleep(fault.delay)
+def data_hold(faults: Sequence[Fault]) -> float:
+    """How long a message's DATA reply is held back when ``faults`` fired (one per recipient
+    inbox): the longest of their delays, once, so it never exceeds ``MAX_DELAY_MS``."""
+    return max((fault.delay for fault in faults), default=0.0)
+
+
+async def hold(delay: float) -> None:
+    """Waits ``delay`` seconds (a fault's) without holding up other sessions."""
+    if delay > 0:
+        await asyncio.sleep(delay)

@@ -43,7 +43,7 @@ from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
 from mail.smtpd.aiosmtpd_adapter import AdaptedSMTP, SessionTemplate
-from mail.smtpd.faults import Fault, Faults, hold
+from mail.smtpd.faults import Fault, Faults, data_hold, hold
 from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
 logger = logging.getLogger(__name__)
@@ -180,6 +180,12 @@ class Handler:
 
     async def _inject(self, fault: Fault, inbox_id: str, mail_from: str) -> str:
         """Records an injected fault, waits its delay, and gives its reply."""
+        await self._note(fault, inbox_id, mail_from)
+        await hold(fault.delay)
+        return fault.reply
+
+    async def _note(self, fault: Fault, inbox_id: str, mail_from: str) -> None:
+        """Records an injected fault (``injected_faults`` + 1, ``mail.rejected``)."""
         try:
             await _run(
                 pipeline.note_injected_fault,
@@ -192,8 +198,6 @@ class Handler:
             )
         except Exception:
             logger.exception("could not record an injected fault for %s", inbox_id)
-        await hold(fault)
-        return fault.reply
 
     async def handle_RCPT(
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -240,11 +244,13 @@ class Handler:
 
     async def _data_faults(self, envelope: Envelope) -> tuple[list[str], str | None]:
         """The recipients left after the DATA-stage faults of their inboxes, and the reply of the
-        first fault (each inbox's rules are tried once per message)."""
+        first fault (each inbox's rules are tried once per message). The reply is held back once,
+        for the longest delay among the faults that fired (:func:`data_hold`), not one delay after
+        another per inbox: a message to many faulty inboxes waits at most ``MAX_DELAY_MS``."""
         faulty: dict[str, tuple[str, list[dict[str, Any]]]] = getattr(envelope, "faulty", {})
         mail_from = envelope.mail_from or ""
         decided: dict[str, Fault | None] = {}
-        replies: list[str] = []
+        fired: list[Fault] = []
         kept = []
         for address in envelope.rcpt_tos:
             if address not in faulty:
@@ -259,10 +265,12 @@ class Handler:
                     fault = None
                 decided[inbox_id] = fault
                 if fault is not None:
-                    replies.append(await self._inject(fault, inbox_id, mail_from))
+                    await self._note(fault, inbox_id, mail_from)
+                    fired.append(fault)
             if decided[inbox_id] is None:
                 kept.append(address)
-        return kept, (replies[0] if replies else None)
+        await hold(data_hold(fired))
+        return kept, (fired[0].reply if fired else None)
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         rcpt_tos = list(envelope.rcpt_tos)

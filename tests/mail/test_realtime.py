@@ -421,3 +421,55 @@ def test_wait_since_looks_past_many_non_matching_emails(
             params={"timeout": 3, "since": since.isoformat(), "subject": "^the one$"},
         )
     assert response.status_code == 200 and response.json()["subject"] == "the one"
+
+
+def test_a_wait_over_much_old_mail_keeps_a_watermark_and_answers_204_at_its_timeout(
+    stack: Stack, setup: tuple[Inbox, str]
+) -> None:
+    """A ``since`` far back over many emails that do not match: the read keeps no id per email
+    it rejects (a watermark of the newest it judged: the progress stays small), stops at the
+    wait's deadline inside its loop (then goes on from the watermark, not from the start), and
+    the wait answers 204 at its timeout."""
+    import asyncio
+    import pickle
+
+    from django.utils import timezone
+
+    from config.patterns import Budget
+    from mail import waiting
+    from mail.models import Email
+
+    inbox, key = setup
+    since = timezone.now() - timedelta(days=30)
+    noise = Email.objects.bulk_create(
+        Email(
+            workspace_id=inbox.workspace_id,
+            inbox=inbox,
+            subject=f"noise {n}",
+            received_at=since + timedelta(seconds=1, milliseconds=n),
+        )
+        for n in range(1_200)
+    )
+    query = waiting.WaitQuery(data={"subject": "^never$"})
+    assert query.is_valid(), query.errors
+    progress = waiting.Progress(needed=1)
+    more = asyncio.run(
+        waiting.find(
+            inbox.workspace, inbox, since, query.validated_data, progress, Budget(), stop_at=0.0
+        )
+    )
+    assert more is True  # the deadline had passed: one page judged, the rest left
+    last = noise[waiting.FIND_BATCH - 1]
+    assert progress.read_upto == (last.received_at, last.pk)
+    more = asyncio.run(
+        waiting.find(inbox.workspace, inbox, since, query.validated_data, progress, Budget())
+    )
+    assert more is False and not progress.matched
+    assert progress.read_upto == (noise[-1].received_at, noise[-1].pk)
+    assert len(pickle.dumps(progress)) < 1_000  # 1,200 rejected ids would take ~40 KB
+    with stack.client(key) as client:
+        response = client.get(
+            f"inboxes/{inbox.pk}/wait",
+            params={"timeout": 1, "since": since.isoformat(), "subject": "^never$"},
+        )
+    assert response.status_code == 204

@@ -263,6 +263,30 @@ def test_a_delayed_fault_does_not_hold_up_other_sessions(smtp_server: SmtpServer
     assert _count(slow["id"]) == 1
 
 
+def test_data_faults_on_many_inboxes_hold_the_reply_once(smtp_server: SmtpServer, api: Api) -> None:
+    """Five inboxes with a 3 s DATA delay each: the reply waits the longest delay once (3 s),
+    not one after another (15 s), so it comes before a timer of 10 s started with the DATA."""
+    rule = {"stage": "data", "reply": RETRY, "delay_ms": 3000}
+    inboxes = [_create(api, f"held{n}", [rule]) for n in range(5)]
+    timer_fired = threading.Event()
+    order: list[str] = []
+    with smtplib.SMTP("127.0.0.1", smtp_server.port, timeout=60) as smtp:
+        smtp.ehlo()
+        smtp.mail("app@example.org")
+        for inbox in inboxes:
+            assert smtp.rcpt(inbox["address"])[0] == 250
+        timer = threading.Timer(10, lambda: (order.append("timer"), timer_fired.set()))
+        timer.start()
+        try:
+            code, _ = smtp.data(message(to=inboxes[0]["address"]))
+            order.append(f"data {code}")
+        finally:
+            timer.cancel()
+    assert order == ["data 451"]
+    assert not timer_fired.is_set()
+    assert [_count(inbox["id"]) for inbox in inboxes] == [1] * 5
+
+
 @pytest.fixture
 def two_receivers(transactional_db: None) -> Any:
     """Two smtpd processes on one port (SO_REUSEPORT) in the PostgreSQL pass (they count in
