@@ -91,6 +91,8 @@ SPEC_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/audit"): "admin",
     # Not in the spec: issue 28's workspace-wide wait, read like the per-inbox wait.
     ("GET", "/emails/wait"): "read",
+    # Not in the spec: issue 30's mbox export, read like the inbox's emails.
+    ("GET", "/inboxes/{}/export"): "read",
 }
 # Spec, Authentication 5 and decisions.md: only an owner's or admin's dashboard session decides.
 SESSION_ONLY = {("POST", "/outbox/{}/decision")}
