@@ -205,14 +205,14 @@ def _answered(waiter: _Waiter, now: float, email_id: str, counters: Counter[str]
 WaiterLoop = Callable[[Context, _Waiter, Counter[str], asyncio.Semaphore], Awaitable[None]]
 
 
-async def rest_waiter(
-    ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore
+async def _long_poll(
+    ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore, query: str
 ) -> None:
-    """``GET /inboxes/{id}/wait?timeout=120`` on one keep-alive connection, again and again."""
+    """``GET /inboxes/{id}/wait?<query>`` on one keep-alive connection, again and again."""
     conn = HttpConnection(ctx.stack.http_port, ctx.fixtures.key)
     async with gate:
         await conn.connect()
-    path = f"/api/v1/inboxes/{waiter.inbox_id}/wait?timeout=120"
+    path = f"/api/v1/inboxes/{waiter.inbox_id}/wait?{query}"
     try:
         while True:
             waiter.parked_at = time.perf_counter()
@@ -230,35 +230,22 @@ async def rest_waiter(
         counters[f"waiter_error {type(exc).__name__}"] += 1
     finally:
         conn.close()
+
+
+async def rest_waiter(
+    ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore
+) -> None:
+    """``GET /inboxes/{id}/wait?timeout=120``, again and again."""
+    await _long_poll(ctx, waiter, counters, gate, "timeout=120")
 
 
 async def to_waiter(
     ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore
 ) -> None:
-    """``GET /inboxes/{id}/wait?timeout=120&to=<the waiter's tagged address>``, again and again
-    (:func:`rest_waiter` with a ``to`` filter)."""
-    conn = HttpConnection(ctx.stack.http_port, ctx.fixtures.key)
-    async with gate:
-        await conn.connect()
+    """``GET /inboxes/{id}/wait?timeout=120&to=<the waiter's tagged address>``, again and
+    again."""
     to = urllib.parse.quote(waiter.address, safe="@")
-    path = f"/api/v1/inboxes/{waiter.inbox_id}/wait?timeout=120&to={to}"
-    try:
-        while True:
-            waiter.parked_at = time.perf_counter()
-            response = await conn.get(path)
-            now = time.perf_counter()
-            waiter.parked_at = 0.0
-            counters[f"http_{response.status}"] += 1
-            if response.status == 200:
-                _answered(waiter, now, json.loads(response.body)["id"], counters)
-            elif response.status != 204:
-                await asyncio.sleep(1)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        counters[f"waiter_error {type(exc).__name__}"] += 1
-    finally:
-        conn.close()
+    await _long_poll(ctx, waiter, counters, gate, f"timeout=120&to={to}")
 
 
 async def mcp_waiter(
