@@ -101,7 +101,8 @@ def stdlib_defects(msg: Message) -> list[str]:
     Covers the defects of each part (structure, transfer decoding -- recorded by
     ``get_payload(decode=True)``), of each header field, and of nested messages; a text part
     whose bytes do not decode in its declared charset (``get_content()`` would raise for an
-    unknown charset, or replace undecodable bytes) counts as a defect too.
+    unknown charset, or replace undecodable bytes) counts as a defect too, and so does a header the
+    stdlib's own header parser fails on (it can fold a header it cannot read back).
     """
     found: list[str] = []
 
@@ -117,7 +118,12 @@ def stdlib_defects(msg: Message) -> list[str]:
                 except (LookupError, UnicodeDecodeError) as exc:
                     found.append(f"{where}: cannot decode {charset!r} text: {exc!r}")
         found.extend(f"{where}: {defect!r}" for defect in part.defects)
-        for name, value in part.items():
+        try:
+            items = part.items()
+        except Exception as exc:  # the stdlib cannot read back a header it folded itself
+            found.append(f"{where}: the stdlib's header parser failed: {exc!r}")
+            items = []
+        for name, value in items:
             found.extend(f"{where} {name}: {defect!r}" for defect in getattr(value, "defects", ()))
         if part.is_multipart():
             for index, sub in enumerate(part.get_payload()):
