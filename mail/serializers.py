@@ -18,7 +18,9 @@ Q_HELP = (
     "plus tag included, or a To address), `subject:` (substrings, case-insensitive), "
     "`label:key`, `inbox:` (id or address), `header:Name=value` (whole value, "
     "case-insensitive; `header:Name` alone: present), `has:attachment`, `has:code`, "
-    "`has:link`, `is:read`, `is:unread`, `is:starred`, `before:` and `after:` (a date, "
+    "`has:link`, `is:read`, `is:unread`, `is:starred`, `spf:`, `dkim:`, `dmarc:`, `arc:` (a "
+    "result of that verification, e.g. `dmarc:fail`; `dkim:` any signature's, `dkim:none` "
+    "unsigned), `before:` and `after:` (a date, "
     "`2026-11-27` = its midnight UTC, or an ISO 8601 date-time; `before:` strictly earlier, "
     '`after:` at or after). An operator\'s value may be quoted (`subject:"your code"`). `-` '
     "before any term negates it (`-from:bank`). A word whose part before its colon is no "
@@ -113,6 +115,75 @@ class AttachmentOut(serializers.Serializer):
     inline = serializers.BooleanField()
 
 
+_REASON = "Why, in words (the library's explanation; empty when it passed)."
+
+
+class AuthSpfOut(serializers.Serializer):
+    result = serializers.ChoiceField(
+        choices=["pass", "fail", "softfail", "neutral", "none", "temperror", "permerror"]
+    )
+    domain = serializers.CharField(
+        help_text="The domain checked: the envelope sender's, or the HELO name's when the "
+        "envelope sender is empty (a bounce)."
+    )
+    identity = serializers.ChoiceField(
+        choices=["mailfrom", "helo"], help_text="Which identity was checked."
+    )
+    client_ip = serializers.CharField(help_text="The SMTP client's address.")
+    reason = serializers.CharField(help_text=_REASON)
+
+
+class AuthDkimOut(serializers.Serializer):
+    result = serializers.ChoiceField(choices=["pass", "fail", "neutral", "temperror", "permerror"])
+    domain = serializers.CharField(help_text="The signing domain (d=).")
+    selector = serializers.CharField(help_text="The selector (s=).")
+    reason = serializers.CharField(
+        help_text=f"{_REASON} `permerror`: no key or a malformed signature; `fail`: the body "
+        "or the signed headers were altered, or the key does not match."
+    )
+
+
+class AuthDmarcOut(serializers.Serializer):
+    result = serializers.ChoiceField(choices=["pass", "fail", "none", "temperror", "permerror"])
+    domain = serializers.CharField(help_text="The From header's domain (empty: none).")
+    policy = serializers.ChoiceField(
+        choices=["none", "quarantine", "reject"],
+        allow_null=True,
+        help_text="The domain owner's policy for this domain (p=, or sp= from the "
+        "organisational domain's record); reported, never enforced: the message is stored.",
+    )
+    alignment = serializers.ListField(
+        child=serializers.ChoiceField(choices=["dkim", "spf"]),
+        help_text="The mechanisms that passed aligned with the From domain (either makes DMARC "
+        "pass).",
+    )
+    reason = serializers.CharField(help_text=_REASON)
+
+
+class AuthArcOut(serializers.Serializer):
+    result = serializers.ChoiceField(choices=["pass", "fail", "none", "temperror"])
+    domain = serializers.CharField(help_text="The newest ARC-Seal's domain (d=), if any.")
+    instances = serializers.IntegerField(help_text="ARC sets in the chain.")
+    reason = serializers.CharField(help_text=_REASON)
+
+
+class AuthenticationOut(serializers.Serializer):
+    spf = AuthSpfOut()
+    dkim = AuthDkimOut(
+        many=True, help_text="One per DKIM-Signature, topmost first; empty: unsigned."
+    )
+    dmarc = AuthDmarcOut()
+    arc = AuthArcOut()
+
+
+AUTHENTICATION_HELP = (
+    "SPF, DKIM, DMARC and ARC verdicts, checked when the message arrived over SMTP (DNS within "
+    "`MAIL_AUTH_BUDGET`; a lookup that could not be answered in time gives `temperror`). "
+    "Reported only: no verdict refuses mail. `null`: not checked (`MAIL_AUTH_CHECKS` off, or "
+    "the message did not arrive over SMTP). Not in list summaries; in `email.received`."
+)
+
+
 class _EmailBase(serializers.Serializer):
     id = serializers.CharField()
     inbox_id = serializers.CharField()
@@ -162,6 +233,7 @@ class EmailOut(_EmailBase):
     defects = serializers.ListField(
         child=serializers.CharField(), help_text="What could not be parsed, if anything."
     )
+    authentication = AuthenticationOut(allow_null=True, help_text=AUTHENTICATION_HELP)
 
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:

@@ -22,11 +22,15 @@
   port may take implicit TLS (``SMTPS_PORT``); a handshake that fails closes that connection only.
 - Faults on demand (``mail.smtpd.faults``): an admitted inbox's ``smtp_faults`` rules may answer
   its RCPT or the DATA in place of the normal reply.
+- Authentication verdicts (``mail.smtpd.checks``): SPF, DKIM, DMARC and ARC of each message run
+  in a thread from the end of DATA, beside its digest, within ``MAIL_AUTH_BUDGET``; the verdict
+  joins the batch with the message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import re
@@ -43,6 +47,7 @@ from config.db import release_connections
 from inboxes.models import Inbox
 from mail import pipeline
 from mail.smtpd.aiosmtpd_adapter import AdaptedSMTP, SessionTemplate
+from mail.smtpd.checks import AuthenticationChecks, peer_ip
 from mail.smtpd.faults import Fault, Faults, data_hold, hold
 from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
@@ -177,6 +182,7 @@ class Handler:
         self.protocol_state = SessionTemplate()  # every session after the first is set up from it
         self.implicit_tls_state = SessionTemplate()  # the same for sessions of the SMTPS port
         self.faults = Faults()
+        self.checks = AuthenticationChecks()
 
     async def _inject(self, fault: Fault, inbox_id: str, mail_from: str) -> str:
         """Records an injected fault, waits its delay, and gives its reply."""
@@ -284,12 +290,17 @@ class Handler:
             mail_from=envelope.mail_from or "",
             rcpt_tos=rcpt_tos,
             admitted=getattr(envelope, "admitted", None),
+            client_ip=peer_ip(session),
+            helo=session.host_name or "",
         )
+        verdict = self.checks.start(incoming)  # SPF, DKIM, DMARC, ARC: beside the digest
         if self.digest_in_session and len(incoming.raw) <= DIGEST_IN_SESSION_BYTES:
             try:
                 incoming = pipeline.digested(incoming)
             except Exception:  # never expected (parsing takes any bytes): the writer tries again
                 logger.exception("could not digest a message; the writer will")
+        if verdict is not None:
+            incoming = dataclasses.replace(incoming, authentication=await verdict)
         try:
             receipts = await self.group_commit.store(incoming)
         except Exception:

@@ -1,0 +1,158 @@
+"""Authentication verdicts of a received message: SPF, DKIM, DMARC and ARC.
+
+:func:`check` takes the message as received and its SMTP facts (client address, HELO name,
+envelope sender) and returns the ``authentication`` object stored on the email::
+
+    {"spf":   {"result", "domain", "identity", "client_ip", "reason"},
+     "dkim":  [{"result", "domain", "selector", "reason"}, ...],      # one per signature
+     "dmarc": {"result", "domain", "policy", "alignment", "reason"},  # alignment: ["dkim", "spf"]
+     "arc":   {"result", "domain", "instances", "reason"}}
+
+Results are RFC 8601's: spf ``pass fail softfail neutral none temperror permerror``; dkim
+``pass fail neutral temperror permerror`` per signature (no signature: an empty list); dmarc
+``pass fail none temperror permerror``; arc ``pass fail none temperror``. A verdict reports;
+it never refuses mail (a DMARC ``p=reject`` failure is stored like any other message).
+
+Libraries: pyspf (SPF), dkimpy (DKIM and ARC), dnspython (every lookup, through
+:mod:`mail.authentication.resolver`: ``DNS_RESOLVER``, a cache, a deadline per message) and
+publicsuffixlist's bundled list (DMARC's organisational domain). Their internals are used in
+:mod:`mail.authentication.adapter` only.
+
+Where it runs: in the SMTP server, in a thread of its own, from the end of DATA until the
+message joins its batch (``mail.smtpd.server.Handler.handle_DATA``), bounded by
+``MAIL_AUTH_BUDGET``; so the verdict is stored with the row, label rules see it, and
+``email.received`` carries it. docs/architecture.md (The receive path) says why there.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+from collections.abc import Sequence
+
+import dkim
+
+from mail.authentication import dmarc
+from mail.authentication.adapter import arc_chain, dkim_signatures, spf_check
+from mail.authentication.resolver import Lookups
+
+logger = logging.getLogger(__name__)
+
+SPF_RESULTS = ("pass", "fail", "softfail", "neutral", "none", "temperror", "permerror")
+DKIM_RESULTS = ("pass", "fail", "neutral", "temperror", "permerror")
+DMARC_RESULTS = ("pass", "fail", "none", "temperror", "permerror")
+ARC_RESULTS = ("pass", "fail", "none", "temperror")
+MECHANISMS = ("spf", "dkim", "dmarc", "arc")
+
+
+def _domain_of(address: str) -> str:
+    return address.rpartition("@")[2].strip().lower().rstrip(".") if "@" in address else ""
+
+
+def _from_domains(raw: bytes) -> list[str]:
+    try:
+        headers, _ = dkim.rfc822_parse(raw)
+    except Exception:
+        return []
+    values = [
+        value.decode("utf-8", "replace").replace("\r\n", "")
+        for name, value in headers
+        if name.strip().lower() == b"from"
+    ]
+    return [_domain_of(address) for _, address in email.utils.getaddresses(values) if address]
+
+
+def _spf(lookups: Lookups, client_ip: str, helo: str, mail_from: str) -> dict:
+    verdict = {"result": "none", "domain": "", "identity": "mailfrom", "client_ip": client_ip}
+    domain = _domain_of(mail_from)
+    if not mail_from:
+        verdict["identity"], domain = "helo", helo.lower().rstrip(".")
+    verdict["domain"] = domain
+    if not client_ip:
+        return {**verdict, "reason": "no client address (not received over SMTP)"}
+    if not domain:
+        return {**verdict, "reason": "no sender domain to check"}
+    try:
+        result, explanation, identity = spf_check(
+            lookups, ip=client_ip, sender=mail_from, helo=helo
+        )
+    except Exception as error:  # pyspf on input it did not foresee
+        return {**verdict, "result": "permerror", "reason": f"{type(error).__name__}"}
+    if result not in SPF_RESULTS:
+        result = "permerror"
+    return {**verdict, "result": result, "identity": identity, "reason": explanation[:200]}
+
+
+def _dkim(raw: bytes, lookups: Lookups) -> list[dict]:
+    try:
+        return [
+            {"result": s.result, "domain": s.domain, "selector": s.selector, "reason": s.reason}
+            for s in dkim_signatures(raw, lookups)
+        ]
+    except Exception as error:  # a message dkimpy cannot read at all
+        return [{"result": "permerror", "domain": "", "selector": "", "reason": f"{error}"[:200]}]
+
+
+def check(raw: bytes, *, client_ip: str, helo: str, mail_from: str, budget: float) -> dict:
+    """The ``authentication`` verdict of ``raw`` (see the module docstring); every DNS lookup
+    shares ``budget`` seconds, and one that cannot be answered in time makes its mechanism
+    ``temperror``."""
+    lookups = Lookups.within(budget)
+    spf = _spf(lookups, client_ip, helo, mail_from)
+    signatures = _dkim(raw, lookups)
+    arc = arc_chain(raw, lookups)
+    verdict = dmarc.evaluate(
+        from_domains=_from_domains(raw),
+        spf_result=spf["result"],
+        spf_domain=spf["domain"],
+        dkim_passes=[s["domain"] for s in signatures if s["result"] == "pass"],
+        lookups=lookups,
+    )
+    return {
+        "spf": spf,
+        "dkim": signatures,
+        "dmarc": verdict,
+        "arc": {
+            "result": arc.result,
+            "domain": arc.domain,
+            "instances": arc.instances,
+            "reason": arc.reason,
+        },
+    }
+
+
+def unanswered(reason: str, *, client_ip: str = "", helo: str = "", mail_from: str = "") -> dict:
+    """The verdict when the checks could not finish at all: every mechanism ``temperror``."""
+    return {
+        "spf": {
+            "result": "temperror",
+            "domain": _domain_of(mail_from) or helo,
+            "identity": "mailfrom" if mail_from else "helo",
+            "client_ip": client_ip,
+            "reason": reason,
+        },
+        "dkim": [],
+        "dmarc": {
+            "result": "temperror",
+            "domain": "",
+            "policy": None,
+            "alignment": [],
+            "reason": reason,
+        },
+        "arc": {"result": "temperror", "domain": "", "instances": 0, "reason": reason},
+    }
+
+
+def results(authentication: dict | None) -> dict[str, list[str]]:
+    """Mechanism → the results it gave (dkim: one per signature, ``["none"]`` when unsigned);
+    empty when the message was not checked. What label rules and the dashboard read."""
+    if not authentication:
+        return {}
+    found: dict[str, list[str]] = {}
+    for mechanism in ("spf", "dmarc", "arc"):
+        entry = authentication.get(mechanism) or {}
+        if entry.get("result"):
+            found[mechanism] = [entry["result"]]
+    signatures: Sequence[dict] = authentication.get("dkim") or []
+    found["dkim"] = [s.get("result", "") for s in signatures] or ["none"]
+    return found
