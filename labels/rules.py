@@ -7,9 +7,9 @@ called ``name``), attachment_name, has_attachments, and the authentication verdi
 ``auth.arc`` (``pass``, ``fail`` …; no value when the email was not checked). Operators:
 contains, equals, starts_with, ends_with, regex, domain, exists. Matching is case-insensitive;
 ``{}`` or no conditions never matches. Regular expressions go through the one bounded matcher,
-``config.patterns``: a time limit per search, an input cap, and a budget for all the searches of one evaluation (one email's
-rules, however many labels and conditions it has), so a catastrophic pattern cannot stall
-ingestion; a timed-out condition does not match, and the notes say so.
+``config.patterns``: a time limit per search, an input cap, and a budget for all the searches of
+one evaluation (one email's rules, however many labels and conditions it has), so a catastrophic
+pattern cannot stall ingestion; a timed-out condition does not match, and the notes say so.
 """
 
 from __future__ import annotations
