@@ -128,7 +128,7 @@ def test_the_webhook_payload_carries_the_verdict(
     dns_server: DnsServer,
     inbox: Inbox,
     api: Api,
-    receiver: Receiver,
+    receiver: Receiver,  # noqa: F811
     settings,  # type: ignore[no-untyped-def]
 ) -> None:
     settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True
