@@ -15,6 +15,12 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
   without session resumption does); realistic 4 KB only, side by side with ``ours-1``'s
   plaintext figure (the load generator's own TLS work runs on the same machine);
 - ``maildev`` (``--maildev``): MailDev from the npm registry, installed under ``var/`` on demand.
+- ``ours-1-auth-on`` / ``ours-1-auth-off``: one ``manage.py smtpd`` each, with and without the
+  authentication checks (``MAIL_AUTH_CHECKS``), started together and measured in alternation (on,
+  off, on, off …) on ``realistic 4 KB signed``: the realistic 4 KB message DKIM-signed for real
+  (2048-bit RSA, by one of ``AUTH_DOMAINS`` sender domains) with SPF and DMARC records, all served
+  by a nameserver of this process on 127.0.0.1 (``tests/dns_server.py``), which every target of
+  the run uses (``DNS_RESOLVER``): no lookup leaves the machine. The figure is the ratio of the two.
 
 Per target and kind: messages/s (median of ``--repeat`` runs), latency p50/p99 from the end of
 DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM), and
@@ -140,13 +146,72 @@ KINDS: dict[str, Callable[[str, int], bytes]] = {
     "realistic 4 KB": realistic_4k,
     "realistic 64 KB": realistic_64k,
 }
+BASE_KINDS = tuple(KINDS)
+
+# --- signed mail for the authentication checks --------------------------------------------------
+
+SIGNED = "realistic 4 KB signed"
+AUTH_DOMAINS = 20  # sender domains the signed mail comes from (each: key, SPF, DMARC records)
+_signing: dict[str, object] = {}
+
+
+def _auth_dns() -> object:
+    """The run's nameserver (tests/dns_server.py) with every sender domain's DKIM key, SPF
+    record (127.0.0.1 may send) and DMARC policy; the key to sign with."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from tests.dns_server import DnsServer
+
+    if "dns" in _signing:
+        return _signing["dns"]
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _signing["pem"] = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    public = base64.b64encode(
+        private.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    ).decode()
+    server = DnsServer()
+    for n in range(AUTH_DOMAINS):
+        domain = f"shop{n}.example"
+        server.publish(f"bench._domainkey.{domain}", f"v=DKIM1; k=rsa; p={public}")
+        server.publish(domain, "v=spf1 ip4:127.0.0.1 -all")
+        server.publish(f"_dmarc.{domain}", "v=DMARC1; p=reject; rua=mailto:d@shop.example")
+    _signing["dns"] = server
+    return server
+
+
+def realistic_4k_signed(to: str, seq: int) -> bytes:
+    """``realistic 4 KB`` from one of the ``AUTH_DOMAINS`` domains, DKIM-signed (relaxed)."""
+    import dkim
+
+    _auth_dns()
+    domain = f"shop{seq % AUTH_DOMAINS}.example"
+    msg = _realistic(to, seq, 2400)
+    del msg["DKIM-Signature"]
+    msg.replace_header("From", f"Shop Accounts <accounts@{domain}>")
+    raw = msg.as_bytes().replace(b"\n", b"\r\n")
+    signature = dkim.sign(
+        raw, b"bench", domain.encode(), _signing["pem"], canonicalize=(b"relaxed", b"relaxed")
+    )
+    return signature + raw
+
+
+KINDS[SIGNED] = realistic_4k_signed
 
 
 # --- load --------------------------------------------------------------------------------------
 
 
 async def _transaction(
-    port: int, rcpt: str, message: bytes, tls: ssl.SSLContext | None = None
+    port: int, rcpt: str, message: bytes, tls: ssl.SSLContext | None = None, sender: str = SENDER
 ) -> float:
     """One message on a new connection (after STARTTLS with ``tls``); returns the seconds from
     the end of DATA to the 250."""
@@ -161,7 +226,10 @@ async def _transaction(
             await writer.start_tls(tls, server_hostname="localhost")
             writer.write(b"EHLO load.example\r\n")
             await _reply(reader, 250)
-        writer.write(f"MAIL FROM:<{SENDER}>\r\nRCPT TO:<{rcpt}>\r\nDATA\r\n".encode())
+        if sender == "":  # the From header's domain (the signed kind's: SPF can pass)
+            head = message[: message.find(b"\r\n\r\n")].decode("utf-8", "replace")
+            sender = "bounce@" + head.split("\r\nFrom: ", 1)[1].split("@", 1)[1].split(">")[0]
+        writer.write(f"MAIL FROM:<{sender}>\r\nRCPT TO:<{rcpt}>\r\nDATA\r\n".encode())
         await _reply(reader, 250)
         await _reply(reader, 250)
         await _reply(reader, 354)
@@ -179,7 +247,11 @@ async def _transaction(
 
 
 async def load(
-    port: int, messages: list[tuple[str, bytes]], clients: int, tls: ssl.SSLContext | None = None
+    port: int,
+    messages: list[tuple[str, bytes]],
+    clients: int,
+    tls: ssl.SSLContext | None = None,
+    sender: str = SENDER,
 ) -> dict:
     queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
     for item in messages:
@@ -191,7 +263,7 @@ async def load(
         while not queue.empty():
             rcpt, raw = queue.get_nowait()
             try:
-                latencies.append(await _transaction(port, rcpt, raw, tls))
+                latencies.append(await _transaction(port, rcpt, raw, tls, sender))
             except Exception as exc:  # counted, never hidden
                 errors.append(f"{type(exc).__name__}: {exc}"[:200])
 
@@ -221,7 +293,8 @@ class Target:
     procs: list[Process] = field(default_factory=list)
     recipients: list[str] = field(default_factory=lambda: ["anyone@bench.example"])
     tls: ssl.SSLContext | None = None  # the client's context: every message after STARTTLS
-    kinds: tuple[str, ...] = tuple(KINDS)
+    kinds: tuple[str, ...] = BASE_KINDS
+    sender: str = SENDER  # MAIL FROM
 
     @property
     def pids(self) -> list[int]:
@@ -322,28 +395,35 @@ def _maildev(env: dict[str, str]) -> Target | None:
     return Target("maildev", port, [Process(argv, port, env)])
 
 
-def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> dict:
+def _run_once(target: Target, kind: str, count: int, warmup: int, run: int) -> dict:
+    """One measured run of ``count`` messages (after ``warmup`` unmeasured ones)."""
     make = KINDS[kind]
-    runs = []
-    for run in range(repeat):
-        batch = [
-            (rcpt := random.choice(target.recipients), make(rcpt, run * 1_000_000 + i))
-            for i in range(warmup + count)
-        ]
-        asyncio.run(load(target.port, batch[:warmup], CLIENTS, target.tls))
-        cpu_before = sum(cpu_seconds(pid) for pid in target.pids)
-        postgres_before = postgres_cpu_seconds(database.BENCH_DB)
-        harness_before = time.process_time()
-        result = asyncio.run(load(target.port, batch[warmup:], CLIENTS, target.tls))
-        used = sum(cpu_seconds(pid) for pid in target.pids) - cpu_before
-        result["server_cpu_ms_per_msg"] = round(1000 * used / max(1, result["ok"]), 3)
-        # The backends of the benchmark database (the targets' connections live for the run).
-        postgres = postgres_cpu_seconds(database.BENCH_DB) - postgres_before
-        result["postgres_cpu_ms_per_msg"] = round(1000 * postgres / max(1, result["ok"]), 3)
-        result["harness_cpu_ms_per_msg"] = round(
-            1000 * (time.process_time() - harness_before) / max(1, result["ok"]), 3
-        )
-        runs.append(result)
+    batch = [
+        (rcpt := random.choice(target.recipients), make(rcpt, run * 1_000_000 + i))
+        for i in range(warmup + count)
+    ]
+    asyncio.run(load(target.port, batch[:warmup], CLIENTS, target.tls, target.sender))
+    cpu_before = sum(cpu_seconds(pid) for pid in target.pids)
+    postgres_before = postgres_cpu_seconds(database.BENCH_DB)
+    harness_before = time.process_time()
+    dns = _signing.get("dns")
+    queries_before = len(dns.queries) if dns is not None else 0  # type: ignore[attr-defined]
+    result = asyncio.run(load(target.port, batch[warmup:], CLIENTS, target.tls, target.sender))
+    used = sum(cpu_seconds(pid) for pid in target.pids) - cpu_before
+    result["server_cpu_ms_per_msg"] = round(1000 * used / max(1, result["ok"]), 3)
+    # The backends of the benchmark database (the targets' connections live for the run).
+    postgres = postgres_cpu_seconds(database.BENCH_DB) - postgres_before
+    result["postgres_cpu_ms_per_msg"] = round(1000 * postgres / max(1, result["ok"]), 3)
+    result["harness_cpu_ms_per_msg"] = round(
+        1000 * (time.process_time() - harness_before) / max(1, result["ok"]), 3
+    )
+    if dns is not None:
+        asked = len(dns.queries) - queries_before  # type: ignore[attr-defined]
+        result["dns_queries_per_msg"] = round(asked / max(1, result["ok"]), 3)
+    return result
+
+
+def _summary(target: Target, kind: str, runs: list[dict]) -> dict:
     best = sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]
     return {
         **best,
@@ -351,8 +431,36 @@ def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> 
         "rate": statistics.median(r["rate"] for r in runs),
         "errors": sum(r["errors"] for r in runs),
         "peak_rss_kb": [rss_kb(pid, "VmHWM") for pid in target.pids],
-        "size_bytes": len(make("x@bench.example", 1)),
+        "size_bytes": len(KINDS[kind]("x@bench.example", 1)),
     }
+
+
+def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> dict:
+    runs = [_run_once(target, kind, count, warmup, run) for run in range(repeat)]
+    return _summary(target, kind, runs)
+
+
+def _auth_pair(env: dict[str, str], recipients: list[str]) -> tuple[Target, Target]:
+    """``ours-1`` with the authentication checks on and off, for :func:`measure_pair`."""
+    pair = []
+    for name, checks in (("ours-1-auth-on", "true"), ("ours-1-auth-off", "false")):
+        port = free_port()
+        argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
+        process = Process(argv, port, {**env, "MAIL_AUTH_CHECKS": checks})
+        pair.append(Target(name, port, [process], recipients, kinds=(SIGNED,), sender=""))
+    return pair[0], pair[1]
+
+
+def measure_pair(
+    a: Target, b: Target, kind: str, count: int, repeat: int, warmup: int
+) -> tuple[dict, dict]:
+    """Two targets running at once, measured in alternation (a, b, a, b …), so that a change
+    of load on the machine falls on both alike."""
+    runs: tuple[list[dict], list[dict]] = ([], [])
+    for run in range(repeat):
+        for target, found in zip((a, b), runs, strict=True):
+            found.append(_run_once(target, kind, count, warmup, run))
+    return _summary(a, kind, runs[0]), _summary(b, kind, runs[1])
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -385,6 +493,21 @@ def verdicts(results: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, b
         if starttls and ours1:
             rows.append(
                 (kind, "ours-1-starttls ÷ ours-1 (plaintext)", f"{starttls / ours1:.0%}", None)
+            )
+        on, off = rate("ours-1-auth-on"), rate("ours-1-auth-off")
+        if on and off:
+            cpu = [
+                results[name][kind]["server_cpu_ms_per_msg"]
+                for name in ("ours-1-auth-on", "ours-1-auth-off")
+            ]
+            rows.append((kind, "auth checks on ÷ off (msgs/s)", f"{on / off:.0%}", None))
+            rows.append(
+                (
+                    kind,
+                    "auth checks on ÷ off (server CPU/msg)",
+                    f"{cpu[0] / max(cpu[1], 1e-9):.2f}×",
+                    None,
+                )
             )
         if kind == "realistic 4 KB" and ours2:
             rows.append((kind, "ours-2 (stretch ≥ 900/s)", f"{ours2:.0f}/s", ours2 >= 900))
@@ -435,6 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_url = database.with_database(base_url, database.BENCH_DB)
     env = child_env(bench_url, redis_url)
     env["CELERY_TASK_ALWAYS_EAGER"] = "false"
+    # Every target's authentication lookups go to the run's own nameserver (started below).
     log(f"database {database.BENCH_DB}: drop, create, migrate")
     database.recreate(base_url)
     results: dict[str, dict[str, dict]] = {}
@@ -444,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         database.setup_django(bench_url, redis_url, env["RATE_LIMIT_PER_MINUTE"])
         fixtures = database.create_fixtures(100)
         recipients = [address for _, address in fixtures.inboxes]
+        env["DNS_RESOLVER"] = _auth_dns().address  # type: ignore[attr-defined]
         plans: list[Callable[[], Target | None]] = [
             lambda: _reference("parse", env, bench_url),
             lambda: _reference("insert", env, bench_url),
@@ -476,6 +601,25 @@ def main(argv: list[str] | None = None) -> int:
                     )
             finally:
                 target.stop()
+        if not args.only or "ours-1-auth" in args.only:
+            on, off = _auth_pair(env, recipients)
+            on.start()
+            off.start()
+            try:
+                busy = machine_busy_pct(1.0)
+                found = measure_pair(on, off, SIGNED, count, max(repeat, 2), warmup=30)
+                for target, r in zip((on, off), found, strict=True):
+                    results[target.name] = {SIGNED: r}
+                    log(
+                        f"{target.name:15} {SIGNED:22} {r['rate']:8.1f}/s runs {r['rates']} "
+                        f"p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms, cpu "
+                        f"{r['server_cpu_ms_per_msg']} ms/msg, dns "
+                        f"{r.get('dns_queries_per_msg')} queries/msg, errors {r['errors']} "
+                        f"(machine {busy:.0f}% busy before)"
+                    )
+            finally:
+                on.stop()
+                off.stop()
     finally:
         from django.db import connections
 
