@@ -33,7 +33,14 @@ from collections.abc import Sequence
 import dkim
 
 from mail.authentication import dmarc
-from mail.authentication.adapter import arc_chain, dkim_signatures, spf_check
+from mail.authentication.adapter import (
+    ArcChain,
+    arc_chain,
+    dkim_signatures,
+    has_arc,
+    parsed,
+    spf_check,
+)
 from mail.authentication.resolver import Lookups
 
 logger = logging.getLogger(__name__)
@@ -49,11 +56,7 @@ def _domain_of(address: str) -> str:
     return address.rpartition("@")[2].strip().lower().rstrip(".") if "@" in address else ""
 
 
-def _from_domains(raw: bytes) -> list[str]:
-    try:
-        headers, _ = dkim.rfc822_parse(raw)
-    except Exception:
-        return []
+def _from_domains(headers: Sequence[tuple[bytes, bytes]]) -> list[str]:
     values = [
         value.decode("utf-8", "replace").replace("\r\n", "")
         for name, value in headers
@@ -83,14 +86,11 @@ def _spf(lookups: Lookups, client_ip: str, helo: str, mail_from: str) -> dict:
     return {**verdict, "result": result, "identity": identity, "reason": explanation[:200]}
 
 
-def _dkim(raw: bytes, lookups: Lookups) -> list[dict]:
-    try:
-        return [
-            {"result": s.result, "domain": s.domain, "selector": s.selector, "reason": s.reason}
-            for s in dkim_signatures(raw, lookups)
-        ]
-    except Exception as error:  # a message dkimpy cannot read at all
-        return [{"result": "permerror", "domain": "", "selector": "", "reason": f"{error}"[:200]}]
+def _dkim(verifier: dkim.DKIM, lookups: Lookups) -> list[dict]:
+    return [
+        {"result": s.result, "domain": s.domain, "selector": s.selector, "reason": s.reason}
+        for s in dkim_signatures(verifier, lookups)
+    ]
 
 
 def check(raw: bytes, *, client_ip: str, helo: str, mail_from: str, budget: float) -> dict:
@@ -99,10 +99,20 @@ def check(raw: bytes, *, client_ip: str, helo: str, mail_from: str, budget: floa
     ``temperror``."""
     lookups = Lookups.within(budget)
     spf = _spf(lookups, client_ip, helo, mail_from)
-    signatures = _dkim(raw, lookups)
-    arc = arc_chain(raw, lookups)
+    headers: Sequence[tuple[bytes, bytes]] = ()
+    arc = ArcChain("none", "", 0, "")
+    try:
+        verifier = parsed(raw)  # the header fields read once, for DKIM, ARC and DMARC
+    except Exception as error:  # a message dkimpy cannot read at all
+        reason = f"unreadable message: {error}"[:200]
+        signatures = [{"result": "permerror", "domain": "", "selector": "", "reason": reason}]
+    else:
+        headers = verifier.headers
+        signatures = _dkim(verifier, lookups)
+        if has_arc(verifier):
+            arc = arc_chain(raw, lookups)
     verdict = dmarc.evaluate(
-        from_domains=_from_domains(raw),
+        from_domains=_from_domains(headers),
         spf_result=spf["result"],
         spf_domain=spf["domain"],
         dkim_passes=[s["domain"] for s in signatures if s["result"] == "pass"],

@@ -79,14 +79,23 @@ def _text(value: bytes | None) -> str:
     return (value or b"").decode("ascii", "replace")
 
 
-def dkim_signatures(raw: bytes, lookups: Lookups) -> Iterator[Signature]:
-    """Every DKIM-Signature of ``raw``, topmost first, each verified on its own."""
+def parsed(raw: bytes) -> dkim.DKIM:
+    """The message as dkimpy reads it (its header fields: ``.headers``); raises on a message it
+    cannot read at all."""
+    return dkim.DKIM(raw, logger=_QUIET, minkey=1024)
+
+
+def has_arc(verifier: dkim.DKIM) -> bool:
+    return any(name.lower() == b"arc-seal" for name, _ in verifier.headers)
+
+
+def dkim_signatures(verifier: dkim.DKIM, lookups: Lookups) -> Iterator[Signature]:
+    """Every DKIM-Signature of the message, topmost first, each verified on its own."""
 
     def dnsfunc(name: bytes, timeout: float = 0) -> bytes | None:
         records = lookups.txt(name.decode("ascii", "replace"))  # Unanswered propagates
         return records[0] if records else None
 
-    verifier = dkim.DKIM(raw, logger=_QUIET, minkey=1024)
     count = sum(1 for name, _ in verifier.headers if name.lower() == b"dkim-signature")
     for idx in range(count):
         domain = selector = ""

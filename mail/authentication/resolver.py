@@ -3,10 +3,12 @@
 The nameserver is ``DNS_RESOLVER`` (as for custom-domain verification), else the system's. Each
 lookup waits at most ``MAIL_AUTH_DNS_TIMEOUT`` seconds and never past the message's deadline
 (``MAIL_AUTH_BUDGET`` from the start of its checks); once the deadline has passed, every further
-lookup of that message is unanswered at once. Answers are kept in dnspython's LRU cache for
-their TTL, shared by every check of the process. A lookup that went unanswered (timeout,
-SERVFAIL, refused) is remembered for ``UNANSWERED_SECONDS``, so that a nameserver that has gone
-silent costs the messages behind it nothing more than a ``temperror``, not a budget each.
+lookup of that message is unanswered at once. Answers (and "no such record" answers that carry
+their TTL) are kept for their TTL, shared by every check of the process: in a dictionary of
+their records in front of dnspython's LRU cache, so that a cached answer costs one lookup in
+it. A lookup that went unanswered (timeout, SERVFAIL, refused) is remembered for
+``UNANSWERED_SECONDS``, so that a nameserver that has gone silent costs the messages behind it
+nothing more than a ``temperror``, not a budget each.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Unanswered(Exception):
 _lock = threading.Lock()
 _shared: dict[str, object] = {}
 _unanswered: dict[tuple[str, str], float] = {}
+_answers: dict[tuple[str, str], tuple[float, list[object]]] = {}  # key -> (expiry, records)
 
 
 def _resolver() -> dns.resolver.Resolver:
@@ -51,6 +54,7 @@ def _resolver() -> dns.resolver.Resolver:
                 resolver = dns.resolver.Resolver()
             resolver.cache = dns.resolver.LRUCache(CACHE_SIZE)
             _shared.clear()  # one resolver, one cache: the setting's current value
+            _answers.clear()  # the answers of the nameserver asked before
             _shared[configured] = resolver
     return resolver  # type: ignore[return-value]
 
@@ -75,6 +79,9 @@ class Lookups:
         :class:`Unanswered` when it cannot be known in time."""
         key = (name.lower().rstrip("."), rdtype)
         now = time.monotonic()
+        known = _answers.get(key)
+        if known is not None and known[0] > now:
+            return known[1]
         until = _unanswered.get(key)
         if until is not None and until > now:
             raise self._unanswered(key, "unanswered moments ago")
@@ -98,7 +105,13 @@ class Lookups:
                 _unanswered.clear()
             _unanswered[key] = time.monotonic() + UNANSWERED_SECONDS
             raise self._unanswered(key, type(error).__name__) from None
-        return list(answer.rrset or ())
+        records = list(answer.rrset or ())
+        ttl = answer.expiration - time.time()
+        if ttl > 0:
+            if len(_answers) >= CACHE_SIZE:
+                _answers.clear()
+            _answers[key] = (time.monotonic() + ttl, records)
+        return records
 
     def _unanswered(self, key: tuple[str, str], why: str) -> Unanswered:
         self.unanswered.append(f"{key[0]} {key[1]}")
@@ -112,3 +125,10 @@ class Lookups:
 def forget_unanswered() -> None:
     """Forgets which lookups went unanswered (tests that replace the nameserver)."""
     _unanswered.clear()
+
+
+def forget_answers() -> None:
+    """Forgets every answer kept (a nameserver replaced, or records changed within a TTL)."""
+    _answers.clear()
+    for resolver in _shared.values():
+        resolver.cache.flush()  # type: ignore[attr-defined]
