@@ -50,7 +50,7 @@ AUTH_OPERATORS: dict[str, frozenset[str]] = {
     "spf": frozenset({"pass", "fail", "softfail", "neutral", "none", "temperror", "permerror"}),
     "dkim": frozenset({"pass", "fail", "neutral", "none", "temperror", "permerror"}),
     "dmarc": frozenset({"pass", "fail", "none", "temperror", "permerror"}),
-    "arc": frozenset({"pass", "fail", "none", "temperror"}),
+    "arc": frozenset({"pass", "fail", "none", "neutral", "temperror"}),
 }
 OPERATORS = frozenset(
     {"from", "to", "subject", "label", "inbox", "header", "has", "is", "before", "after"}

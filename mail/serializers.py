@@ -139,7 +139,8 @@ class AuthDkimOut(serializers.Serializer):
     selector = serializers.CharField(help_text="The selector (s=).")
     reason = serializers.CharField(
         help_text=f"{_REASON} `permerror`: no key or a malformed signature; `fail`: the body "
-        "or the signed headers were altered, or the key does not match."
+        "or the signed headers were altered, or the key does not match; `neutral`: not "
+        "verified, the message is over `MAIL_AUTH_MAX_BYTES`."
     )
 
 
@@ -161,7 +162,7 @@ class AuthDmarcOut(serializers.Serializer):
 
 
 class AuthArcOut(serializers.Serializer):
-    result = serializers.ChoiceField(choices=["pass", "fail", "none", "temperror"])
+    result = serializers.ChoiceField(choices=["pass", "fail", "none", "neutral", "temperror"])
     domain = serializers.CharField(help_text="The newest ARC-Seal's domain (d=), if any.")
     instances = serializers.IntegerField(help_text="ARC sets in the chain.")
     reason = serializers.CharField(help_text=_REASON)

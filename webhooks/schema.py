@@ -83,7 +83,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
             ),
             "arc": _object(
                 {
-                    "result": {"enum": ["pass", "fail", "none", "temperror"]},
+                    "result": {"enum": ["pass", "fail", "none", "neutral", "temperror"]},
                     "domain": {"type": "string"},
                     "instances": {"type": "integer", "minimum": 0},
                     "reason": _REASON,

@@ -9,8 +9,9 @@ envelope sender) and returns the ``authentication`` object stored on the email::
      "arc":   {"result", "domain", "instances", "reason"}}
 
 Results are RFC 8601's: spf ``pass fail softfail neutral none temperror permerror``; dkim
-``pass fail neutral temperror permerror`` per signature (no signature: an empty list); dmarc
-``pass fail none temperror permerror``; arc ``pass fail none temperror``. A verdict reports;
+``pass fail neutral temperror permerror`` per signature (no signature: an empty list; neutral:
+not verified, the message is over ``MAIL_AUTH_MAX_BYTES``); dmarc ``pass fail none temperror
+permerror``; arc ``pass fail none neutral temperror``. A verdict reports;
 it never refuses mail (a DMARC ``p=reject`` failure is stored like any other message).
 
 Libraries: pyspf (SPF), dkimpy (DKIM and ARC), dnspython (every lookup, through
@@ -38,6 +39,7 @@ from mail.authentication.adapter import (
     arc_chain,
     dkim_signatures,
     has_arc,
+    listed_signatures,
     parsed,
     spf_check,
 )
@@ -48,7 +50,7 @@ logger = logging.getLogger(__name__)
 SPF_RESULTS = ("pass", "fail", "softfail", "neutral", "none", "temperror", "permerror")
 DKIM_RESULTS = ("pass", "fail", "neutral", "temperror", "permerror")
 DMARC_RESULTS = ("pass", "fail", "none", "temperror", "permerror")
-ARC_RESULTS = ("pass", "fail", "none", "temperror")
+ARC_RESULTS = ("pass", "fail", "none", "neutral", "temperror")
 MECHANISMS = ("spf", "dkim", "dmarc", "arc")
 
 
@@ -93,24 +95,50 @@ def _dkim(verifier: dkim.DKIM, lookups: Lookups) -> list[dict]:
     ]
 
 
-def check(raw: bytes, *, client_ip: str, helo: str, mail_from: str, budget: float) -> dict:
+def _header_block(raw: bytes) -> bytes:
+    end = raw.find(b"\r\n\r\n")
+    return raw if end < 0 else raw[: end + 4]
+
+
+def check(
+    raw: bytes,
+    *,
+    client_ip: str,
+    helo: str,
+    mail_from: str,
+    budget: float,
+    max_bytes: int | None = None,
+) -> dict:
     """The ``authentication`` verdict of ``raw`` (see the module docstring); every DNS lookup
     shares ``budget`` seconds, and one that cannot be answered in time makes its mechanism
-    ``temperror``."""
+    ``temperror``. A message over ``max_bytes`` has its DKIM signatures and ARC chain listed
+    as ``neutral``, not verified (hashing its body would hold the SMTP server's interpreter),
+    and DMARC, if SPF does not align, is ``temperror``: it could not be decided."""
     lookups = Lookups.within(budget)
     spf = _spf(lookups, client_ip, helo, mail_from)
     headers: Sequence[tuple[bytes, bytes]] = ()
     arc = ArcChain("none", "", 0, "")
+    unverified = max_bytes is not None and len(raw) > max_bytes
     try:
-        verifier = parsed(raw)  # the header fields read once, for DKIM, ARC and DMARC
+        # The header fields read once, for DKIM, ARC and DMARC.
+        verifier = parsed(_header_block(raw) if unverified else raw)
     except Exception as error:  # a message dkimpy cannot read at all
         reason = f"unreadable message: {error}"[:200]
         signatures = [{"result": "permerror", "domain": "", "selector": "", "reason": reason}]
     else:
         headers = verifier.headers
-        signatures = _dkim(verifier, lookups)
-        if has_arc(verifier):
-            arc = arc_chain(raw, lookups)
+        if unverified:
+            reason = f"not verified: the message is over {max_bytes} bytes (MAIL_AUTH_MAX_BYTES)"
+            signatures = [
+                {"result": "neutral", "domain": d, "selector": s, "reason": reason}
+                for d, s in listed_signatures(verifier)
+            ]
+            if has_arc(verifier):
+                arc = ArcChain("neutral", "", 0, reason)
+        else:
+            signatures = _dkim(verifier, lookups)
+            if has_arc(verifier):
+                arc = arc_chain(raw, lookups)
     verdict = dmarc.evaluate(
         from_domains=_from_domains(headers),
         spf_result=spf["result"],
@@ -118,6 +146,8 @@ def check(raw: bytes, *, client_ip: str, helo: str, mail_from: str, budget: floa
         dkim_passes=[s["domain"] for s in signatures if s["result"] == "pass"],
         lookups=lookups,
     )
+    if unverified and signatures and verdict["result"] == "fail":
+        verdict.update(result="temperror", reason="DKIM not verified (MAIL_AUTH_MAX_BYTES)")
     return {
         "spf": spf,
         "dkim": signatures,

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import dkim
+import dkim.util
 import spf
 
 from mail.authentication.resolver import Lookups, Unanswered
@@ -89,6 +90,19 @@ def has_arc(verifier: dkim.DKIM) -> bool:
     return any(name.lower() == b"arc-seal" for name, _ in verifier.headers)
 
 
+def listed_signatures(verifier: dkim.DKIM) -> list[tuple[str, str]]:
+    """``(domain, selector)`` of every DKIM-Signature, topmost first, without verifying."""
+    found = []
+    for name, value in verifier.headers:
+        if name.lower() == b"dkim-signature":
+            try:
+                tags = dkim.util.parse_tag_value(value)
+            except Exception:
+                tags = {}
+            found.append((_text(tags.get(b"d")), _text(tags.get(b"s"))))
+    return found
+
+
 def dkim_signatures(verifier: dkim.DKIM, lookups: Lookups) -> Iterator[Signature]:
     """Every DKIM-Signature of the message, topmost first, each verified on its own."""
 
@@ -133,7 +147,7 @@ def dkim_signatures(verifier: dkim.DKIM, lookups: Lookups) -> Iterator[Signature
 
 @dataclass(frozen=True)
 class ArcChain:
-    result: str  # pass, fail, none, temperror
+    result: str  # pass, fail, none, neutral (not verified), temperror
     domain: str
     instances: int
     reason: str

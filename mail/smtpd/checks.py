@@ -42,6 +42,7 @@ def _check(incoming: Incoming, deadline: float) -> dict:
         helo=incoming.helo,
         mail_from=incoming.mail_from,
         budget=deadline - time.monotonic(),
+        max_bytes=settings.MAIL_AUTH_MAX_BYTES,
     )
 
 

@@ -284,3 +284,37 @@ def test_results_are_what_rules_and_queries_see() -> None:
         "arc": ["temperror"],
         "dkim": ["none"],
     }
+
+
+def test_a_message_over_the_size_bound_lists_its_signatures_unverified(
+    dns_server: DnsServer, domain: str
+) -> None:
+    publish_key(dns_server, domain=domain)
+    dns_server.publish(f"_dmarc.{domain}", "v=DMARC1; p=reject")
+    raw = sign(plain(sender=f"a@{domain}", to=TO, body="x" * 5000), domain=domain)
+    verdict = authentication.check(
+        raw,
+        client_ip="127.0.0.1",
+        helo="mx.test",
+        mail_from="b@esp.example",
+        budget=2.0,
+        max_bytes=1000,
+    )
+    [signature] = verdict["dkim"]
+    assert (signature["result"], signature["domain"], signature["selector"]) == (
+        "neutral",
+        domain,
+        "s1",
+    )
+    assert "MAIL_AUTH_MAX_BYTES" in signature["reason"]
+    assert verdict["dmarc"]["result"] == "temperror"  # undecided, not a failure
+    # Under the bound, the same message verifies.
+    verdict = authentication.check(
+        raw,
+        client_ip="127.0.0.1",
+        helo="mx.test",
+        mail_from="b@esp.example",
+        budget=2.0,
+        max_bytes=len(raw),
+    )
+    assert verdict["dkim"][0]["result"] == "pass" and verdict["dmarc"]["result"] == "pass"
