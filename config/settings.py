@@ -292,6 +292,9 @@ MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)
 # tester run) after PATTERN_BUDGET_MS together. A stopped search counts as no match.
 PATTERN_TIMEOUT_MS = env.int("PATTERN_TIMEOUT_MS", default=50)
 PATTERN_BUDGET_MS = env.int("PATTERN_BUDGET_MS", default=250)
+# A list filtered by ``q`` (mail.selectors.search_time_limit): its database work stops after this
+# long with a 400 on ``q`` (unindexed terms such as header: read every email of a workspace).
+SEARCH_TIMEOUT_MS = env.int("SEARCH_TIMEOUT_MS", default=3000)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=EMBEDDED_DB)
 WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])
