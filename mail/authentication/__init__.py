@@ -28,7 +28,6 @@ message joins its batch (``mail.smtpd.server.Handler.handle_DATA``), bounded by
 from __future__ import annotations
 
 import email.utils
-import logging
 from collections.abc import Sequence
 
 import dkim
@@ -45,13 +44,7 @@ from mail.authentication.adapter import (
 )
 from mail.authentication.resolver import Lookups
 
-logger = logging.getLogger(__name__)
-
 SPF_RESULTS = ("pass", "fail", "softfail", "neutral", "none", "temperror", "permerror")
-DKIM_RESULTS = ("pass", "fail", "neutral", "temperror", "permerror")
-DMARC_RESULTS = ("pass", "fail", "none", "temperror", "permerror")
-ARC_RESULTS = ("pass", "fail", "none", "neutral", "temperror")
-MECHANISMS = ("spf", "dkim", "dmarc", "arc")
 
 
 def _domain_of(address: str) -> str:

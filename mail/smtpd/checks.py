@@ -13,6 +13,7 @@ its lookups are bounded by the same deadline).
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,9 +31,18 @@ GRACE = 0.5  # seconds past the budget before a session stops waiting for its ve
 
 
 def peer_ip(session: Any) -> str:
-    """The client's address as the session saw it (``""`` if unknown)."""
+    """The client's address as the session saw it (``""`` if unknown); an IPv4 client of a
+    dual-stack socket (``::ffff:192.0.2.1``) as its IPv4 address, which SPF records name."""
     peer = getattr(session, "peer", None)
-    return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+    if not (isinstance(peer, tuple) and peer):
+        return ""
+    text = str(peer[0]).split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return text
+    mapped = getattr(address, "ipv4_mapped", None)
+    return str(mapped or address)
 
 
 def _check(incoming: Incoming, deadline: float) -> dict:

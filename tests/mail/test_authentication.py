@@ -318,3 +318,14 @@ def test_a_message_over_the_size_bound_lists_its_signatures_unverified(
         max_bytes=len(raw),
     )
     assert verdict["dkim"][0]["result"] == "pass" and verdict["dmarc"]["result"] == "pass"
+
+
+def test_the_client_address_of_a_dual_stack_socket_is_its_ipv4_address() -> None:
+    from types import SimpleNamespace
+
+    from mail.smtpd.checks import peer_ip
+
+    assert peer_ip(SimpleNamespace(peer=("::ffff:192.0.2.7", 25, 0, 0))) == "192.0.2.7"
+    assert peer_ip(SimpleNamespace(peer=("2001:db8::1", 25, 0, 0))) == "2001:db8::1"
+    assert peer_ip(SimpleNamespace(peer=("127.0.0.1", 25))) == "127.0.0.1"
+    assert peer_ip(SimpleNamespace(peer=None)) == ""
