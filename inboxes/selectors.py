@@ -388,3 +388,30 @@ def smtp_credential_inboxes(credential_ids: Iterable[str]) -> dict[str, str]:
         .values_list("pk", "inbox_id")
     )
     return dict(rows)
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """What an application needs besides the username and password to send through the SMTP
+    receiver with a sandbox credential."""
+
+    host: str
+    port: int
+    starttls: bool
+    smtps_port: int | None
+    plaintext_auth: bool
+    mechanisms: tuple[str, ...] = ("PLAIN", "LOGIN")
+
+
+def smtp_settings() -> SmtpSettings:
+    """The receiver's host, ports and TLS as configured (``SMTP_HOSTNAME``, ``SMTP_PORT``,
+    ``SMTP_TLS_CERT``, ``SMTPS_PORT``, ``SMTP_AUTH_ALLOW_PLAINTEXT``); embedded mode always
+    offers STARTTLS (its self-signed certificate)."""
+    tls = bool(settings.SMTP_TLS_CERT) or settings.EMBEDDED_DB
+    return SmtpSettings(
+        host=settings.SMTP_HOSTNAME,
+        port=settings.SMTP_PORT,
+        starttls=tls,
+        smtps_port=settings.SMTPS_PORT if tls else None,
+        plaintext_auth=bool(settings.SMTP_AUTH_ALLOW_PLAINTEXT),
+    )

@@ -205,9 +205,10 @@ class Handler:
         self.protocol_state = SessionTemplate()  # every session after the first is set up from it
         self.implicit_tls_state = SessionTemplate()  # the same for sessions of the SMTPS port
         self.faults = Faults()
-        self.auth_failures = AuthFailures()
+        # Not auth_*: aiosmtpd takes every auth_* attribute of the handler for an AUTH mechanism.
+        self.login_failures = AuthFailures()
         # Read once: the EHLO of every session of this handler offers AUTH alike.
-        self.auth_plaintext = bool(settings.SMTP_AUTH_ALLOW_PLAINTEXT)
+        self.plaintext_login = bool(settings.SMTP_AUTH_ALLOW_PLAINTEXT)
 
     async def _inject(self, fault: Fault, inbox_id: str, mail_from: str) -> str:
         """Records an injected fault, waits its delay, and gives its reply."""
@@ -559,7 +560,7 @@ class PigeonholeSMTP(AdaptedSMTP):
         handler: Handler = self.event_handler
         if not self.session.extended_smtp:
             await self.push("500 Error: command 'AUTH' not recognized")
-        elif not (self.implicit_tls or self.tls_started or handler.auth_plaintext):
+        elif not (self.implicit_tls or self.tls_started or handler.plaintext_login):
             await self.push(AUTH_NEEDS_TLS)
         elif self.session.authenticated:
             await self.push("503 5.5.1 Already authenticated")
@@ -616,11 +617,11 @@ class PigeonholeSMTP(AdaptedSMTP):
         credential's (``session.auth_data``, a :class:`Sandbox`)."""
         assert self.session is not None
         try:
-            if await handler.auth_failures.limited(self.client_ip, username):
+            if await handler.login_failures.limited(self.client_ip, username):
                 return AUTH_LIMITED
             sandbox = await _run(sandbox_login, username, password)
             if sandbox is None:
-                await handler.auth_failures.failed(self.client_ip, username)
+                await handler.login_failures.failed(self.client_ip, username)
                 return AUTH_INVALID
         except Exception:
             logger.exception("AUTH could not be checked")
@@ -687,7 +688,7 @@ def make_protocol(
     EHLO offers AUTH over TLS, and in plain text too when ``SMTP_AUTH_ALLOW_PLAINTEXT``."""
     return PigeonholeSMTP(
         handler,
-        auth_require_tls=not (implicit_tls or handler.auth_plaintext),
+        auth_require_tls=not (implicit_tls or handler.plaintext_login),
         implicit_tls=implicit_tls,
         data_size_limit=settings.MAX_MESSAGE_BYTES,
         enable_SMTPUTF8=True,
