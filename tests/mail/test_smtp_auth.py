@@ -378,3 +378,25 @@ def test_credentials_audit_entries(api: Api, inbox: Inbox) -> None:
     ]
     assert rows[0][3]["inbox"] == {"after": inbox.address}
     assert login["password"] not in str(rows)
+
+
+def test_the_failure_limit_ends_with_its_window() -> None:
+    """The counts of this run's store (Redis with REDIS_URL, else the process's memory): at the
+    limit an IP and a username are refused; once the window has passed, neither is."""
+    from mail.smtpd.auth import AuthFailures
+
+    async def run() -> tuple[bool, bool, bool, bool]:
+        failures = AuthFailures()
+        with override_settings(SMTP_AUTH_FAILURE_LIMIT=2, SMTP_AUTH_FAILURE_WINDOW=1):
+            before = await failures.limited("127.0.0.9", "window-user")
+            await failures.failed("127.0.0.9", "window-user")
+            once = await failures.limited("127.0.0.9", "someone-else")
+            await failures.failed("127.0.0.9", "window-user")
+            at_limit = await failures.limited("127.0.0.10", "WINDOW-USER")  # the name, any case
+            for _ in range(100):  # the window is 1 s; wait for it to pass, at most 10 s
+                if not await failures.limited("127.0.0.9", "window-user"):
+                    return before, once, at_limit, True
+                await asyncio.sleep(0.1)
+            return before, once, at_limit, False
+
+    assert asyncio.run(run()) == (False, False, True, True)
