@@ -22,6 +22,9 @@
   port may take implicit TLS (``SMTPS_PORT``); a handshake that fails closes that connection only.
 - Faults on demand (``mail.smtpd.faults``): an admitted inbox's ``smtp_faults`` rules may answer
   its RCPT or the DATA in place of the normal reply.
+- SMTP AUTH with an inbox's sandbox credentials (``mail.smtpd.auth``): PLAIN and LOGIN, over TLS
+  unless ``SMTP_AUTH_ALLOW_PLAINTEXT``; an authenticated session's RCPT admits any recipient and
+  its message is stored once in the credential's inbox (``Incoming.credential``).
 """
 
 from __future__ import annotations
