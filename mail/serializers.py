@@ -239,6 +239,18 @@ class EmailOut(_EmailBase):
         child=serializers.CharField(), help_text="What could not be parsed, if anything."
     )
     authentication = AuthenticationOut(allow_null=True, help_text=AUTHENTICATION_HELP)
+    envelope_recipients = serializers.SerializerMethodField(
+        help_text="The SMTP envelope recipients (RCPT TO) this email was stored for, as "
+        "received: the recipients of the message whose address is this inbox's (plus tags "
+        "included), or, for mail sent with one of the inbox's sandbox SMTP credentials, every "
+        "recipient of the message, whatever its domain (in the order given, at most 100)."
+    )
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_envelope_recipients(self, email: Any) -> list[str]:
+        if email.envelope_recipients:
+            return list(email.envelope_recipients)
+        return [email.envelope_to] if email.envelope_to else []  # stored before the field
 
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:

@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mail", "0006_backfill_inbox_stored_bytes"),
+        ("mail", "0007_email_envelope_recipients"),
     ]
 
     operations = [
