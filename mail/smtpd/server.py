@@ -111,7 +111,7 @@ class GroupCommit:
             batch = self._take()
             messages = [incoming for incoming, _ in batch]
             outcomes: list[list[pipeline.Receipt] | BaseException]
-            try:
+            try:  # a writer may answer a message with its own error (mail.smtpd.shared)
                 outcomes = list(await self.writer.store(messages))
             except WriterLost as exc:
                 outcomes = [exc] * len(batch)
