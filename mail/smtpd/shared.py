@@ -157,6 +157,7 @@ class SharedWriter:
     """An smtpd's connection to its host's writer (see the module docstring)."""
 
     digest_in_session = True  # the writer only stores; the smtpd parses as each DATA ends
+    merges = True  # requests go at once; the writer merges what waits (server.GroupCommit)
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self._directory = directory

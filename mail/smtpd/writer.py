@@ -66,6 +66,9 @@ class BatchWriter(Protocol):
     # Whether the smtpd should parse and extract a message before handing it over: only when
     # the writer runs beside the event loop rather than sharing its interpreter (and GIL).
     digest_in_session: bool
+    # Whether the writer merges concurrent requests into one batch itself (server.GroupCommit
+    # then sends what waits at once instead of after the previous request's answer).
+    merges: bool
 
     async def start(self) -> None: ...
 
@@ -91,6 +94,7 @@ class ThreadWriter:
     """Batches written by a worker thread of the smtpd's own process."""
 
     digest_in_session = False
+    merges = False
 
     async def start(self) -> None:
         return None
@@ -144,6 +148,7 @@ class ProcessWriter:
     """Batches written by one child process of the smtpd (see the module docstring)."""
 
     digest_in_session = True
+    merges = False
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
