@@ -9,7 +9,8 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
 - ``bare-parse``: aiosmtpd + the stdlib parser, nothing stored (``reference_smtpd``);
 - ``bare-insert``: the same + one PostgreSQL INSERT per message;
 - ``ours-1`` / ``ours-2``: one and two ``manage.py smtpd`` processes on one port (SO_REUSEPORT)
-  with the full pipeline (parse, extract, rules, store, event) into a benchmark database;
+  with the full pipeline (parse, extract, rules, store, event) into a benchmark database, their
+  batches written by the host's shared writer (``mail.smtpd.shared``), one per target;
 - ``ours-1-starttls``: one ``manage.py smtpd`` with a certificate (``SMTP_TLS_CERT``, made for the
   run), every message sent after ``STARTTLS`` (a new TLS session per connection, as an MTA
   without session resumption does); realistic 4 KB only, side by side with ``ours-1``'s
@@ -17,8 +18,17 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
 - ``maildev`` (``--maildev``): MailDev from the npm registry, installed under ``var/`` on demand.
 
 Per target and kind: messages/s (median of ``--repeat`` runs), latency p50/p99 from the end of
-DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM), and
-the CPU per message of the benchmark database's PostgreSQL backends.
+DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM), the
+CPU per message of the benchmark database's PostgreSQL backends, and for ours whether every
+acknowledged message is a stored row (rows of ``mail_email`` against ``250``s, both ways).
+
+Then **a second smtpd** (``scaling``; ``--only scaling`` runs it alone): 1 and 2 smtpds with the
+shared writer and with a writer per smtpd (``SMTP_WRITER=process``, the design before it), all
+listening at once beside the Procfile's web, worker and beat, realistic 4 KB mail in
+``--rounds`` alternating rounds; the CPU per message of every process of the service, PostgreSQL
+apart. Exit status 1 when 2 smtpds with the shared writer cost more than ``SCALING_TARGET``× the
+CPU per message of 1, or when an acknowledged message was not stored (or more were stored than
+acknowledged); the other targets are reported only.
 Writes ``results/ingest.{json,md}``.
 """
 
@@ -46,6 +56,7 @@ from tests.benchmarks import database
 from tests.benchmarks.clients import HOST, _reply
 from tests.benchmarks.stack import (
     RESULTS,
+    _xacts,
     child_env,
     cpu_seconds,
     machine_busy_pct,
@@ -367,7 +378,9 @@ def _maildev(env: dict[str, str]) -> Target | None:
     return Target("maildev", port, [Process(argv, port, env)])
 
 
-def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> dict:
+def measure(
+    target: Target, kind: str, count: int, repeat: int, warmup: int, database_url: str = ""
+) -> dict:
     make = KINDS[kind]
     runs = []
     for run in range(repeat):
@@ -380,6 +393,7 @@ def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> 
         pids, smtp_pids = target.pids, target.smtp_pids
         cpu_before = {pid: cpu_seconds(pid) for pid in pids}
         postgres_before = postgres_cpu_seconds(database.BENCH_DB)
+        xacts_before = _xacts(database_url, database.BENCH_DB)
         harness_before = time.process_time()
         result = asyncio.run(load(target.port, batch[warmup:], CLIENTS, target.tls))
         used = {pid: cpu_seconds(pid) - before for pid, before in cpu_before.items()}
@@ -392,6 +406,11 @@ def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> 
         result["harness_cpu_ms_per_msg"] = round(
             1000 * (time.process_time() - harness_before) / max(1, result["ok"]), 3
         )
+        xacts_after = _xacts(database_url, database.BENCH_DB)
+        if xacts_before is not None and xacts_after is not None:  # how large the batches were
+            result["transactions_per_msg"] = round(
+                (xacts_after - xacts_before) / max(1, result["ok"]), 3
+            )
         if target.stores:  # every 250 is a stored row, and nothing else was stored
             result["acked"] = warm["ok"] + result["ok"]
             result["stored"] = _stored() - rows_before
@@ -485,13 +504,14 @@ def scaling(
             order = targets if number % 2 == 0 else list(reversed(targets))
             for target in order:
                 busy = machine_busy_pct(1.0)
-                r = measure(target, SCALING_KIND, count, 1, warmup=30)
+                r = measure(target, SCALING_KIND, count, 1, 30, env["DATABASE_URL"])
                 r["machine_busy_before_pct"] = round(busy, 1)
                 runs[target.name].append(r)
                 log(
                     f"round {number + 1}: {target.name:24} {r['rate']:7.1f}/s, service CPU "
                     f"{r['server_cpu_ms_per_msg']:.2f} ms/msg, PostgreSQL "
-                    f"{r['postgres_cpu_ms_per_msg']:.2f} ms/msg, stored {r['stored']} of "
+                    f"{r['postgres_cpu_ms_per_msg']:.2f} ms/msg, "
+                    f"{r.get('transactions_per_msg', 0):.3f} transactions/msg, stored {r['stored']} of "
                     f"{r['acked']} acked (machine {busy:.0f}% busy before)"
                 )
     finally:
@@ -510,6 +530,9 @@ def scaling(
             ),
             "smtp_cpu_ms_per_msg": statistics.median(r["smtp_cpu_ms_per_msg"] for r in shape_runs),
             "runs_service_cpu": [r["server_cpu_ms_per_msg"] for r in shape_runs],
+            "transactions_per_msg": statistics.median(
+                r.get("transactions_per_msg", 0.0) for r in shape_runs
+            ),
             "p99_ms": statistics.median(r["p99_ms"] for r in shape_runs),
             "acked": sum(r["acked"] for r in shape_runs),
             "stored": sum(r["stored"] for r in shape_runs),
@@ -540,15 +563,16 @@ def scaling_markdown(result: dict) -> str:
         "worker, beat), PostgreSQL's backends apart; medians.",
         "",
         "| shape | msgs/s | service CPU/msg | runs | of which smtpds + writers "
-        "| PostgreSQL CPU/msg | p99 | acked | stored |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| PostgreSQL CPU/msg | PostgreSQL transactions/msg | p99 | acked | stored |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in result["shapes"].items():
         runs = ", ".join(f"{x:.2f}" for x in r["runs_service_cpu"])
         lines.append(
             f"| {name} | {r['rate']:.0f} | {r['service_cpu_ms_per_msg']:.2f} ms | {runs} "
             f"| {r['smtp_cpu_ms_per_msg']:.2f} ms "
-            f"| {r['postgres_cpu_ms_per_msg']:.2f} ms | {r['p99_ms']:.1f} ms | {r['acked']} "
+            f"| {r['postgres_cpu_ms_per_msg']:.2f} ms | {r['transactions_per_msg']:.3f} "
+            f"| {r['p99_ms']:.1f} ms | {r['acked']} "
             f"| {r['stored']} |"
         )
     met = "yes" if result["shared_ratio"] <= SCALING_TARGET else "**no**"
