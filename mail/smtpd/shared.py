@@ -192,7 +192,8 @@ class SharedWriter:
     async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt] | Exception]:
         if not messages:
             return []
-        _, stream = await self._connection()
+        connected = self._stream
+        _, stream = connected if connected is not None else await self._connection()
         future = self._send(stream, list(messages))
         try:
             await stream.drain()
@@ -329,6 +330,7 @@ class HostWriter:
         self.pending: collections.deque[_Request] = collections.deque()
         self.listener: socket.socket | None = None
         self.lock_fd = -1
+        self.chunk = bytearray(1 << 20)  # one receive buffer (a new 1 MB bytes per recv costs)
 
     def lock(self) -> bool:
         """Takes the lock file (False: another writer has it) and writes this pid into it."""
@@ -400,13 +402,15 @@ class HostWriter:
 
     def _receive(self, client: _Client) -> None:
         try:
-            data = client.sock.recv(1 << 20)
+            got = client.sock.recv_into(self.chunk)
+        except BlockingIOError:
+            return
         except OSError:
-            data = b""
-        if not data:
+            got = 0
+        if not got:
             self._drop(client)
             return
-        client.buffer += data
+        client.buffer += memoryview(self.chunk)[:got]
         while len(client.buffer) >= HEADER.size:
             size, request = HEADER.unpack_from(client.buffer)
             if len(client.buffer) < HEADER.size + size:
@@ -439,7 +443,8 @@ class HostWriter:
             count, size = count + len(nxt.messages), size + nxt.size
         # An smtpd killed while its request waited here: its senders got no reply and will send
         # again, so the request is not written (its closed socket is all that is left of it).
-        dead = {id(r.client): r.client for r in batch if not self._alive(r.client)}
+        clients = {id(r.client): r.client for r in batch}
+        dead = {key: client for key, client in clients.items() if not self._alive(client)}
         for client in dead.values():
             self._drop(client)
         return [r for r in batch if id(r.client) not in dead]
@@ -490,10 +495,16 @@ class HostWriter:
     def _answer(self, client: _Client, request: int, outcome: list[Any]) -> None:
         if client.sock not in self.clients:
             return  # it went away while its batch was written
+        frame = _frame(request, outcome)
         try:
-            client.sock.settimeout(10.0)  # an answer that cannot be sent within this ends it
-            client.sock.sendall(_frame(request, outcome))
-            client.sock.setblocking(False)
+            try:
+                sent = client.sock.send(frame)  # an answer is small: it fits the buffer
+            except BlockingIOError:
+                sent = 0
+            if sent < len(frame):
+                client.sock.settimeout(10.0)  # what is left must go within this, or the smtpd
+                client.sock.sendall(frame[sent:])  # is taken for stuck and dropped
+                client.sock.setblocking(False)
         except OSError:
             self._drop(client)
 
