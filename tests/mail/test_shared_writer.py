@@ -181,9 +181,7 @@ def test_requests_of_two_smtpds_are_written_in_one_transaction(
         sender.join(60)
         assert sender.code == 250, (sender.code, sender.error)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT subject, xmin::text FROM mail_email WHERE inbox_id = %s", [inbox.pk]
-        )
+        cursor.execute("SELECT subject, xmin::text FROM mail_email WHERE inbox_id = %s", [inbox.pk])
         xmin = dict(cursor.fetchall())
     assert set(xmin) == {"first", "from a", "from b"}
     assert xmin["from a"] == xmin["from b"] != xmin["first"]
