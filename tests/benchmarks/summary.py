@@ -85,6 +85,33 @@ def ingest_lines() -> list[Line]:
         Line("SMTP ingest", f"{kind}: {figure}", value, targets.get(figure, "—"), met)
         for kind, figure, value, met in verdicts(results)
     ]
+    scaled = document.get("scaling")
+    if scaled:
+        shared = scaled["shapes"]["shared writer, 1 smtpd"]
+        lines += [
+            Line(
+                "SMTP ingest",
+                "2 smtpds ÷ 1: service CPU per message, shared writer "
+                f"(1 smtpd: {shared['service_cpu_ms_per_msg']:.2f} ms)",
+                f"{scaled['shared_ratio']:.2f}×",
+                "≤ 1.15×",
+                scaled["shared_ratio"] <= 1.15,
+            ),
+            Line(
+                "SMTP ingest",
+                "2 smtpds ÷ 1: service CPU per message, a writer per smtpd (the design before)",
+                f"{scaled['process_ratio']:.2f}×",
+                "—",
+                None,
+            ),
+            Line(
+                "SMTP ingest",
+                "1 vs 2 smtpds: every acknowledged message stored, none more",
+                "yes" if scaled["all_stored"] else "no",
+                "all",
+                scaled["all_stored"],
+            ),
+        ]
     return lines
 
 
