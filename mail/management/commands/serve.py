@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import socket
 import sys
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 logger = logging.getLogger(__name__)
@@ -46,6 +48,9 @@ def port_taken(host: str, port: int) -> bool:
 
 class Command(BaseCommand):
     help = "Serve HTTP, SMTP and the periodic jobs in one process (embedded mode)."
+    # Django's system checks load every URL and view to look at them, a quarter of a second of
+    # each start; they run where configuration changes (``manage.py check``, the test suite).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -76,6 +81,16 @@ class Command(BaseCommand):
             default=settings.SMTPS_PORT,
             help="Port for implicit TLS (SMTPS) (default: the SMTPS_PORT setting; unset: none).",
         )
+        parser.add_argument(
+            "--before",
+            action="append",
+            default=[],
+            metavar="COMMAND",
+            help="A management command and its arguments, as one string (--before 'migrate "
+            "--noinput'), run in this process before serving; may be repeated. make run "
+            "migrates and bootstraps this way: each separate Python process cost as much as "
+            "the server's own start.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         # A port in use used to end in daphne's CRITICAL line and exit status 0 (HTTP), or in
@@ -91,6 +106,9 @@ class Command(BaseCommand):
                     f"serve?). Stop that process, or choose another port: {flag} {port + 1}, "
                     f"or make run {variable}={port + 1}."
                 )
+        for command in options["before"]:
+            name, *arguments = shlex.split(command)
+            call_command(name, *arguments)
         import daphne.server  # installs the asyncio reactor before anything imports twisted
         from daphne.access import AccessLogGenerator
         from twisted.internet import reactor
