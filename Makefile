@@ -125,6 +125,9 @@ test-embedded: install
 		FUZZ_EXAMPLES=25 SECURITY_EVENTS=200 CONN_MAX_AGE=0 $(BIN)/python -m pytest -q -p no:cacheprovider \
 		--durations=15 $(XDIST) $(EMBEDDED_PYTEST_ARGS)
 
+# Each benchmark reports its figures against its targets and exits 0 whatever they are (so that
+# one miss leaves nothing unmeasured); the summary, last, exits 1 when any target is missed and
+# says which areas only report (tests/benchmarks/summary.py).
 bench: install
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.benchmarks
@@ -140,6 +143,8 @@ bench: install
 		$(BIN)/python -m tests.benchmarks.scaleout
 	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
 		$(BIN)/python -m tests.benchmarks.lifecycle
+	DATABASE_URL=$${DATABASE_URL:-$$DATABASE_URL_TEST} REDIS_URL=$${REDIS_URL:-$$REDIS_URL_TEST} \
+		$(BIN)/python -m tests.benchmarks.startup --report-only
 	$(BIN)/python -m tests.benchmarks.summary
 
 chaos: install

@@ -1,0 +1,108 @@
+"""What a process imports before it serves (issue 32, point 5): a restarted ``smtpd`` and the
+embedded server start in about a second because they leave out what they never use before their
+first request. The start-up benchmark (``tests/benchmarks/startup.py``) times it; this test keeps
+it: a module made lazy that comes back at import time fails here, whatever the machine's speed.
+
+Each process runs as it does in production (``manage.py`` as ``__main__``, the real command),
+with one addition: a thread that waits for the SMTP greeting, writes the names in ``sys.modules``
+to a file and sends the process SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.live import ROOT, free_port
+from tests.quickstart import quickstart_env
+
+pytestmark = pytest.mark.live
+
+_WATCHED = r"""
+import json, os, runpy, signal, socket, sys, threading, time
+
+out, port, *argv = sys.argv[1:]
+
+
+def watch():
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", int(port)), timeout=2) as sock:
+                sock.settimeout(10)
+                if sock.recv(3) == b"220":
+                    break
+        except OSError:
+            time.sleep(0.05)
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules.copy()), f)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+threading.Thread(target=watch, daemon=True).start()
+sys.argv = argv
+runpy.run_path(argv[0], run_name="__main__")
+"""
+
+# Never used by the process before its first request (or never at all): the OpenAPI generator
+# (the URLconf, loaded by Django's system checks), the classifier's libraries, the MCP SDK and
+# pydantic, the SES backend and boto, the webhooks' HTTP client (and the command-line tool's
+# libraries it loads), and in the smtpd the web server.
+_NEVER_BEFORE_SERVING = {
+    "drf_spectacular",
+    "sklearn",
+    "numpy",
+    "scipy",
+    "mcp",
+    "pydantic",
+    "boto3",
+    "botocore",
+    "django_ses",
+    "httpx",
+    "rich",
+}
+_NOT_IN_SMTPD = _NEVER_BEFORE_SERVING | {"daphne", "twisted", "channels.auth", "config.urls"}
+
+
+def _modules_when_serving(argv: list[str], smtp_port: int, env: dict[str, str], tmp: Path) -> set:
+    out = tmp / "modules.json"
+    done = subprocess.run(
+        [sys.executable, "-c", _WATCHED, str(out), str(smtp_port), "manage.py", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.exists(), (done.returncode, done.stdout, done.stderr[-3000:])
+    return set(json.loads(out.read_text()))
+
+
+def _loaded(modules: set, names: set) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in names or m in names)
+
+
+def test_smtpd_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    modules = _modules_when_serving(
+        ["smtpd", "--host", "127.0.0.1", "--port", str(port)], port, env, tmp_path
+    )
+    assert "mail.smtpd.server" in modules  # the watcher saw the real command serve
+    assert _loaded(modules, _NOT_IN_SMTPD) == []
+
+
+def test_embedded_server_imports_nothing_it_does_not_use_before_serving(tmp_path: Path) -> None:
+    http, smtp = free_port(), free_port()
+    env = quickstart_env()
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'pigeonhole.sqlite3'}"
+    env["DATA_DIR"] = str(tmp_path)
+    modules = _modules_when_serving(
+        ["serve", "--port", str(http), "--smtp-port", str(smtp)], smtp, env, tmp_path
+    )
+    assert "daphne.server" in modules and "mail.smtpd.server" in modules
+    assert _loaded(modules, _NEVER_BEFORE_SERVING) == []
