@@ -29,6 +29,9 @@ from mail.smtpd.writer import writer_for
 # benchmark and the writer thread, 1 ms served the sessions best, shorter and longer ones alike
 # did worse (the figures are in the commit that set it).
 GIL_SWITCH_INTERVAL = 0.001
+# Seconds the smtpd waits, when its writer ended while starting, for a stop signal that came with
+# it to be handled (the writer's end and the signal are noticed by the event loop in any order).
+STOP_SIGNAL_GRACE = 0.2
 
 
 def tune_interpreter() -> None:
@@ -106,10 +109,15 @@ class Command(BaseCommand):
         self.stdout.flush()
         try:
             await starting  # a writer that cannot start ends the process, as it did before
-        except BaseException:
-            for server in servers:
-                server.close()
-            raise
+        except Exception:
+            # A stop sent to the process group (a supervisor's, Ctrl-C) reaches the writer too,
+            # and ends it if it comes before the writer ignores signals: a stop, not a failure.
+            # Its handler here may run just after the writer's end is noticed.
+            await asyncio.sleep(STOP_SIGNAL_GRACE)
+            if not stop.is_set():
+                for server in servers:
+                    server.close()
+                raise
         await stop.wait()
         for server in servers:
             server.close()

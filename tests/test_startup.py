@@ -1,7 +1,9 @@
-"""What a process imports before it serves (issue 32, point 5): a restarted ``smtpd`` and the
-embedded server start in about a second because they leave out what they never use before their
-first request. The start-up benchmark (``tests/benchmarks/startup.py``) times it; this test keeps
-it: a module made lazy that comes back at import time fails here, whatever the machine's speed.
+"""Start-up (issue 32, point 5): a restarted ``smtpd`` and the embedded server start in about a
+second because they leave out what they never use before their first request, and the smtpd
+opens its port while its writer process starts. The start-up benchmark
+(``tests/benchmarks/startup.py``) times it; these tests keep it: a module made lazy that comes
+back at import time fails here, whatever the machine's speed, and so does an smtpd that a stop
+signal, sent to its process group while its writer is still starting, ends with a traceback.
 
 Each process runs as it does in production (``manage.py`` as ``__main__``, the real command),
 with one addition: a thread that waits for the SMTP greeting, writes the names in ``sys.modules``
@@ -12,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -110,3 +115,40 @@ def test_embedded_server_imports_nothing_it_does_not_use_before_serving(tmp_path
     )
     assert "daphne.server" in modules and "mail.smtpd.server" in modules
     assert _loaded(modules, _NEVER_BEFORE_SERVING) == [], _loaded(modules, _NEVER_BEFORE_SERVING)
+
+
+def _greets(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.settimeout(10)
+            return sock.recv(3) == b"220"
+    except OSError:
+        return False
+
+
+def test_smtpd_stopped_while_its_writer_starts_exits_cleanly() -> None:
+    """A supervisor's stop goes to the whole process group: the writer, still starting, dies of
+    it before it ignores signals. The smtpd stops as asked (status 0, no traceback)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SMTP_WRITER": "process"}
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        while not _greets(port):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGTERM)  # at once: the writer is (usually) still starting
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, (out, err)
+    assert "Traceback" not in err, err
