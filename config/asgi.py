@@ -13,6 +13,8 @@ from typing import Any
 
 from django.core.asgi import get_asgi_application
 
+from config.startup import started
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
@@ -70,3 +72,4 @@ application = ProtocolTypeRouter(
 # of the garbage collector's full passes, which otherwise stall every waiter for tens of ms.
 gc.collect()
 gc.freeze()
+started()  # the collector's usual thresholds, if the entry point raised them (config/startup.py)

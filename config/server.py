@@ -122,6 +122,9 @@ def _password(data_dir: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console command: parse, set the environment, migrate, bootstrap, serve."""
+    from config.startup import starting
+
+    starting()  # the collector runs rarely until the server is loaded (config/startup.py)
     options = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_before_serving)
     data_dir = Path(options.data_dir).expanduser().absolute()

@@ -29,7 +29,7 @@ from tests.quickstart import quickstart_env
 pytestmark = pytest.mark.live
 
 _WATCHED = r"""
-import json, os, runpy, signal, socket, sys, threading, time
+import gc, json, os, runpy, signal, socket, sys, threading, time
 
 out, port, *argv = sys.argv[1:]
 
@@ -44,7 +44,7 @@ def watch():
         except OSError:
             time.sleep(0.05)
     with open(out, "w") as f:
-        json.dump(sorted(sys.modules.copy()), f)
+        json.dump({"modules": sorted(sys.modules.copy()), "gc": gc.get_threshold()}, f)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -73,10 +73,13 @@ _NEVER_BEFORE_SERVING = {
     "httpx",
     "rich",
 }
+# CPython's (3.11, 3.12), which the processes run with once they have started.
+_DEFAULT_THRESHOLDS = (700, 10, 10)
 _NOT_IN_SMTPD = _NEVER_BEFORE_SERVING | {"daphne", "twisted", "channels.auth", "config.urls"}
 
 
-def _modules_when_serving(argv: list[str], smtp_port: int, env: dict[str, str], tmp: Path) -> set:
+def _when_serving(argv: list[str], smtp_port: int, env: dict[str, str], tmp: Path) -> dict:
+    """The process's modules and collector thresholds once it greets on ``smtp_port``."""
     out = tmp / "modules.json"
     done = subprocess.run(
         [sys.executable, "-c", _WATCHED, str(out), str(smtp_port), "manage.py", *argv],
@@ -87,7 +90,7 @@ def _modules_when_serving(argv: list[str], smtp_port: int, env: dict[str, str], 
         timeout=120,
     )
     assert out.exists(), (done.returncode, done.stdout, done.stderr[-3000:])
-    return set(json.loads(out.read_text()))
+    return json.loads(out.read_text())
 
 
 def _loaded(modules: set, names: set) -> list[str]:
@@ -98,11 +101,12 @@ def _loaded(modules: set, names: set) -> list[str]:
 def test_smtpd_imports_nothing_it_does_not_use(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    modules = _modules_when_serving(
-        ["smtpd", "--host", "127.0.0.1", "--port", str(port)], port, env, tmp_path
-    )
+    seen = _when_serving(["smtpd", "--host", "127.0.0.1", "--port", str(port)], port, env, tmp_path)
+    modules = set(seen["modules"])
     assert "mail.smtpd.server" in modules  # the watcher saw the real command serve
     assert _loaded(modules, _NOT_IN_SMTPD) == [], _loaded(modules, _NOT_IN_SMTPD)
+    # The collector ran rarely while it started (config/startup.py), as usual once it serves.
+    assert tuple(seen["gc"]) == _DEFAULT_THRESHOLDS
 
 
 def test_embedded_server_imports_nothing_it_does_not_use_before_serving(tmp_path: Path) -> None:
@@ -110,11 +114,13 @@ def test_embedded_server_imports_nothing_it_does_not_use_before_serving(tmp_path
     env = quickstart_env()
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'pigeonhole.sqlite3'}"
     env["DATA_DIR"] = str(tmp_path)
-    modules = _modules_when_serving(
+    seen = _when_serving(
         ["serve", "--port", str(http), "--smtp-port", str(smtp)], smtp, env, tmp_path
     )
+    modules = set(seen["modules"])
     assert "daphne.server" in modules and "mail.smtpd.server" in modules
     assert _loaded(modules, _NEVER_BEFORE_SERVING) == [], _loaded(modules, _NEVER_BEFORE_SERVING)
+    assert tuple(seen["gc"]) == _DEFAULT_THRESHOLDS
 
 
 def _greets(port: int) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from config.startup import started
 from mail.smtpd.server import start_servers
 from mail.smtpd.tls import TlsSetupError, configured_context
 from mail.smtpd.writer import writer_for
@@ -38,6 +39,7 @@ def tune_interpreter() -> None:
     """Settings of the interpreter for a long-lived smtpd process."""
     gc.collect()
     gc.freeze()  # startup objects live forever: keep them out of full collections
+    started()  # the collector's usual thresholds (config/startup.py)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
 
