@@ -448,17 +448,7 @@ async def _waits(
     await redis.aclose()
 
     measured = [s for s in samples if not s.warmup]
-    good = [
-        s
-        for s in measured
-        if s.acked is not None and s.received is not None and s.received_id == s.email_id
-    ]
-    latencies = [s.received - s.acked for s in good]  # type: ignore[operator]
-    # A measured message whose waiter never answered it (within 15 s of the last send), answered
-    # another email, or could not be sent is a miss: it counts in the percentiles as slower than
-    # any answer (infinite), rather than leaving them computed over the answered ones only.
-    missed = len(measured) - len(good)
-    ranked = latencies + [math.inf] * missed
+    good = _answered_right(measured)
     series = [  # (seconds since the first message, latency ms), for plots and drift
         (round(s.acked - t0, 3), _ms(s.received - s.acked))  # type: ignore[operator]
         for s in good
@@ -474,33 +464,53 @@ async def _waits(
         "messages_warmup": sizes.warmup,
         "target_rate": sizes.rate,
         "achieved_rate": round(total / send_seconds, 2) if send_seconds else None,
+        **latency_figures(measured),
+        "counters": dict(counters),
+        "cpu": cpu,
+        "profiles": profiles,
+        "series": series,
+    }
+    return result
+
+
+def _answered_right(measured: list[_Sample]) -> list[_Sample]:
+    return [
+        s
+        for s in measured
+        if s.acked is not None and s.received is not None and s.received_id == s.email_id
+    ]
+
+
+def latency_figures(measured: list[_Sample]) -> dict:
+    """250 → answer of the measured messages of a wait scenario, and what went wrong.
+
+    A measured message whose waiter never answered it (within 15 s of the last send), answered
+    another email, or that could not be sent is a miss: it ranks in the percentiles as slower
+    than every answer (infinite) rather than being left out, and a percentile that falls on one
+    is None ("missed" in the report: its target is not met)."""
+    good = _answered_right(measured)
+    latencies = [s.received - s.acked for s in good]  # type: ignore[operator]
+    missed = len(measured) - len(good)
+    ranked = latencies + [math.inf] * missed
+    out: dict = {
         "delivered": len(good),
         "lost": sum(1 for s in measured if s.error is None and s.received is None),
         "mismatched": sum(1 for s in measured if s.received and s.received_id != s.email_id),
         "smtp_errors": sum(1 for s in measured if s.error),
         "response_before_250": sum(1 for v in latencies if v < 0),
         "missed": missed,
-        "counters": dict(counters),
-        "cpu": cpu,
-        "profiles": profiles,
-        "series": series,
     }
     if ranked:
-        # A percentile that falls on a miss is None ("missed" in the report, a target not met).
-        result.update(
-            {
-                f"p{p}_ms": _ms(value) if math.isfinite(value) else None
-                for p in (50, 90, 99)
-                for value in [percentile(ranked, p)]
-            }
-        )
+        for p in (50, 90, 99):
+            value = percentile(ranked, p)
+            out[f"p{p}_ms"] = _ms(value) if math.isfinite(value) else None
     if latencies:
-        result.update(
+        out.update(
             mean_answered_ms=_ms(statistics.fmean(latencies)),
             min_ms=_ms(min(latencies)),
             max_answered_ms=_ms(max(latencies)),
         )
-    return result
+    return out
 
 
 # --- (b) fan-out --------------------------------------------------------------------------------
