@@ -48,13 +48,13 @@ $(RUN_STAMP): $(BIN)/python pyproject.toml
 		echo "make: $(VENV) is ready"; fi
 	@touch $(RUN_STAMP)
 
-# One Python process migrates, bootstraps the demo workspace and serves (serve --before): three
-# processes started Django three times, most of make run's wait (docs/benchmark-methods.md).
+# One Python process migrates, bootstraps the demo workspace and serves (serve --migrate
+# --before): three processes started Django three times, most of make run's wait
+# (docs/benchmark-methods.md).
 run: $(RUN_STAMP)
 	@echo "make run: migrating the database (embedded: var/pigeonhole.sqlite3), the demo workspace"
 	@echo "sign in    demo@pigeonhole.test / pigeonhole-demo  (the dashboard and /admin/)"
-	@$(BIN)/python manage.py serve --port $(PORT) --smtp-port $(SMTP_PORT) \
-		--before 'migrate --noinput -v0' \
+	@$(BIN)/python manage.py serve --port $(PORT) --smtp-port $(SMTP_PORT) --migrate \
 		--before 'bootstrap --workspace Demo --owner demo@pigeonhole.test --password pigeonhole-demo --superuser --key-file $(DEMO_KEY_FILE)'
 
 lint: install

@@ -141,12 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
+    from config.migrate import migrate_if_needed
+
     django.setup()
     owner = f"admin@{options.domain}"
     password = _password(data_dir)
     try:
         print(f"pigeonhole-server: migrating {data_dir / 'pigeonhole.sqlite3'}", flush=True)
-        call_command("migrate", interactive=False, verbosity=0)
+        migrate_if_needed(verbosity=0)
         out = io.StringIO()
         call_command(
             "bootstrap",

@@ -171,3 +171,12 @@ def test_smtpd_stopped_while_its_writer_starts_exits_cleanly() -> None:
             proc.wait()
     assert proc.returncode == 0, (out, err)
     assert "Traceback" not in err, err
+
+
+@pytest.mark.django_db
+def test_a_migrated_database_is_not_migrated_again() -> None:
+    """``serve --migrate`` and ``pigeonhole-server`` at a start: nothing to apply, nothing runs
+    (a first start, which has everything to apply, is make run's test: tests/test_quickstart.py)."""
+    from config.migrate import migrate_if_needed
+
+    assert migrate_if_needed(verbosity=0) is False

@@ -21,6 +21,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from config.migrate import migrate_if_needed
+
 logger = logging.getLogger(__name__)
 
 
@@ -83,6 +85,12 @@ class Command(BaseCommand):
             help="Port for implicit TLS (SMTPS) (default: the SMTPS_PORT setting; unset: none).",
         )
         parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="Apply the database's unapplied migrations first, in this process; with none "
+            "left, nothing runs (make run; default: off).",
+        )
+        parser.add_argument(
             "--before",
             action="append",
             metavar="COMMAND",
@@ -106,6 +114,8 @@ class Command(BaseCommand):
                     f"serve?). Stop that process, or choose another port: {flag} {port + 1}, "
                     f"or make run {variable}={port + 1}."
                 )
+        if options["migrate"]:
+            migrate_if_needed(verbosity=0)
         for command in options["before"] or ():
             name, *arguments = shlex.split(command)
             call_command(name, *arguments)
