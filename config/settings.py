@@ -268,6 +268,13 @@ SMTP_TLS_KEY = env.str("SMTP_TLS_KEY", default="")
 SMTPS_PORT = env.int("SMTPS_PORT", default=None)
 # Concurrent SMTP sessions per client IP address; the next one gets 421 and is closed.
 SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
+# SMTP AUTH with an inbox's sandbox credentials (mail/smtpd/auth.py): offered only over TLS
+# (STARTTLS or SMTPS_PORT) unless this allows it in plain text, as embedded mode does for local
+# development. Failed AUTHs are counted per client IP and per username; past the limit within
+# the window, AUTH answers 454 4.7.0 until the window ends.
+SMTP_AUTH_ALLOW_PLAINTEXT = env.bool("SMTP_AUTH_ALLOW_PLAINTEXT", default=EMBEDDED_DB)
+SMTP_AUTH_FAILURE_LIMIT = env.int("SMTP_AUTH_FAILURE_LIMIT", default=10)
+SMTP_AUTH_FAILURE_WINDOW = env.int("SMTP_AUTH_FAILURE_WINDOW", default=900)  # seconds
 # Largest API request body. The biggest documented body (send: text up to 1,000,000 and html up
 # to 2,000,000 characters) is 18 MB at six bytes a character (JSON \u escapes); larger bodies
 # get 413 payload_too_large.
@@ -292,6 +299,9 @@ MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)
 # tester run) after PATTERN_BUDGET_MS together. A stopped search counts as no match.
 PATTERN_TIMEOUT_MS = env.int("PATTERN_TIMEOUT_MS", default=50)
 PATTERN_BUDGET_MS = env.int("PATTERN_BUDGET_MS", default=250)
+# A list filtered by ``q`` (mail.selectors.search_time_limit): its database work stops after this
+# long with a 400 on ``q`` (unindexed terms such as header: read every email of a workspace).
+SEARCH_TIMEOUT_MS = env.int("SEARCH_TIMEOUT_MS", default=3000)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=EMBEDDED_DB)
 WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])

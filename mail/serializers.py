@@ -26,7 +26,11 @@ Q_HELP = (
     "are searched as they are). At most 20 terms. A malformed query (an unterminated quote, "
     "an unknown `has:`/`is:` value, a date that is not one, an empty value, a lone `-`, a "
     "`label:` or `inbox:` the workspace does not have) is 400 validation_error with one issue "
-    "at path `q` naming the term and its 0-based character position."
+    "at path `q` naming the term and its 0-based character position. A search whose database "
+    "work takes longer than `SEARCH_TIMEOUT_MS` (3 s by default) is stopped: 400 "
+    "validation_error at path `q` saying so (terms the indexes serve: words, `from:`, "
+    "`subject:`, `inbox:`, `before:`/`after:`; `header:`, `to:` and negated terms read every "
+    "email in scope)."
 )
 
 
@@ -162,6 +166,18 @@ class EmailOut(_EmailBase):
     defects = serializers.ListField(
         child=serializers.CharField(), help_text="What could not be parsed, if anything."
     )
+    envelope_recipients = serializers.SerializerMethodField(
+        help_text="The SMTP envelope recipients (RCPT TO) this email was stored for, as "
+        "received: the recipients of the message whose address is this inbox's (plus tags "
+        "included), or, for mail sent with one of the inbox's sandbox SMTP credentials, every "
+        "recipient of the message, whatever its domain (in the order given, at most 100)."
+    )
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_envelope_recipients(self, email: Any) -> list[str]:
+        if email.envelope_recipients:
+            return list(email.envelope_recipients)
+        return [email.envelope_to] if email.envelope_to else []  # stored before the field
 
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:
