@@ -267,9 +267,13 @@ RESERVED_LOCAL_PARTS = [
 ]
 # An SMTP session that sends nothing for this long is closed (RFC 5321 4.5.3.2.7: 5 minutes).
 SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
-# Who writes the smtpd's batches of mail (mail/smtpd/writer.py): a process of its own next to each
-# smtpd process on PostgreSQL, a thread of the smtpd in embedded mode (SQLite has one writer).
-SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "process")
+# Who writes the smtpd's batches of mail (mail/smtpd/writer.py): on PostgreSQL one process shared
+# by the host's smtpds (shared; mail/smtpd/shared.py) or one next to each smtpd (process); a
+# thread of the smtpd in embedded mode (SQLite has one writer).
+SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "shared")
+# Where the shared writer's socket and lock file live (a directory only this user may enter);
+# empty: $XDG_RUNTIME_DIR/pigeonhole, else <tmp>/pigeonhole-<uid>.
+SMTP_WRITER_DIR = env.str("SMTP_WRITER_DIR", default="")
 # TLS of the SMTP receiver: a PEM certificate (chain) and its key. Set: STARTTLS is offered on
 # SMTP_PORT, and SMTPS_PORT (unset: off) takes implicit TLS. Unset: no STARTTLS, except in
 # embedded mode (manage.py serve), which makes a self-signed pair under var/tls/ at first start.

@@ -14,7 +14,7 @@ Q_HELP = (
     "A search, every term ANDed (docs/api.md, Searching mail). A bare `word` or "
     '`"quoted phrase"` matches the sender (address or name) or the subject as a '
     "case-insensitive substring, or the whole text body by its words (a phrase: its words in "
-    "that order). Operators: `from:` (sender address or name), `to:` (the envelope recipient, "
+    "that order). Operators: `from:` (sender address or name), `to:` (an envelope recipient, "
     "plus tag included, or a To address), `subject:` (substrings, case-insensitive), "
     "`label:key`, `inbox:` (id or address), `header:Name=value` (whole value, "
     "case-insensitive; `header:Name` alone: present), `has:attachment`, `has:code`, "

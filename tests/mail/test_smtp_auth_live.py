@@ -6,6 +6,7 @@ the email as the wait and the list answer it: one copy, all three recipients."""
 from __future__ import annotations
 
 import smtplib
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -57,7 +58,18 @@ def test_authenticated_mail_to_three_recipients_reaches_a_wait_and_the_list(
         waiter = Waiter(
             client, f"inboxes/{inbox.pk}/wait", {"timeout": 60, "since": parked_since()}
         )
-        waiter.start()
+        since = parked_since()
+        # Waits for the second and third recipients, parked before the mail is sent: the wait's
+        # `to` filter looks at every envelope recipient (woken by the sieve's recipient lookup).
+        by_bob = Waiter(
+            client, f"inboxes/{inbox.pk}/wait", {"timeout": 60, "since": since, "to": RECIPIENTS[1]}
+        )
+        by_carol = Waiter(
+            client, "emails/wait", {"timeout": 60, "since": since, "to": RECIPIENTS[2]}
+        )
+        for parked in (waiter, by_bob, by_carol):
+            parked.start()
+        time.sleep(1)  # parked (and if not yet, `since` still finds the mail)
         with smtplib.SMTP("127.0.0.1", stack.smtp_port, timeout=30) as smtp:
             smtp.login(login["username"], login["password"])
             refused = smtp.sendmail(
@@ -70,6 +82,23 @@ def test_authenticated_mail_to_three_recipients_reaches_a_wait_and_the_list(
         assert email["subject"] == "order 1234"
         assert email["envelope_recipients"] == RECIPIENTS
         assert email["inbox_id"] == inbox.pk
+        for parked in (by_bob, by_carol):
+            parked.join(90)
+            assert parked.response is not None and parked.response.status_code == 200
+        assert by_bob.response.json()["id"] == email["id"]
+        assert [e["id"] for e in by_carol.response.json()["data"]] == [email["id"]]
+        # And from the stored mail: a wait after the fact, and the `to:` search operator.
+        stored = client.get(
+            f"inboxes/{inbox.pk}/wait", params={"timeout": 0, "since": since, "to": RECIPIENTS[2]}
+        )
+        assert stored.status_code == 200 and stored.json()["id"] == email["id"]
+        nobody = client.get(
+            f"inboxes/{inbox.pk}/wait",
+            params={"timeout": 0, "since": since, "to": "dave@customer.example"},
+        )
+        assert nobody.status_code == 204
+        found = client.get("emails", params={"q": "to:bob@other.example"}).json()["data"]
+        assert [row["id"] for row in found] == [email["id"]]
         listed = client.get(f"inboxes/{inbox.pk}/emails").json()["data"]
         assert [row["id"] for row in listed] == [email["id"]]
         # Used: the list says when, still without the password.
