@@ -19,9 +19,9 @@ Libraries: pyspf (SPF), dkimpy (DKIM and ARC), dnspython (every lookup, through
 publicsuffixlist's bundled list (DMARC's organisational domain). Their internals are used in
 :mod:`mail.authentication.adapter` only.
 
-Where it runs: in the SMTP server, in a thread of its own, from the end of DATA until the
-message joins its batch (``mail.smtpd.server.Handler.handle_DATA``), bounded by
-``MAIL_AUTH_BUDGET``; so the verdict is stored with the row, label rules see it, and
+Where it runs: in the SMTP server, from the end of DATA until the message joins its batch
+(``mail.smtpd.checks``: on the event loop when every answer is cached, else in a thread),
+bounded by ``MAIL_AUTH_BUDGET``; so the verdict is stored with the row, label rules see it, and
 ``email.received`` carries it. docs/architecture.md (The receive path) says why there.
 """
 
@@ -42,7 +42,7 @@ from mail.authentication.adapter import (
     parsed,
     spf_check,
 )
-from mail.authentication.resolver import Lookups
+from mail.authentication.resolver import Lookups, NotCached
 
 SPF_RESULTS = ("pass", "fail", "softfail", "neutral", "none", "temperror", "permerror")
 
@@ -74,6 +74,8 @@ def _spf(lookups: Lookups, client_ip: str, helo: str, mail_from: str) -> dict:
         result, explanation, identity = spf_check(
             lookups, ip=client_ip, sender=mail_from, helo=helo
         )
+    except NotCached:
+        raise
     except Exception as error:  # pyspf on input it did not foresee
         return {**verdict, "result": "permerror", "reason": f"{type(error).__name__}"}
     if result not in SPF_RESULTS:
@@ -101,13 +103,16 @@ def check(
     mail_from: str,
     budget: float,
     max_bytes: int | None = None,
+    cached_only: bool = False,
 ) -> dict:
     """The ``authentication`` verdict of ``raw`` (see the module docstring); every DNS lookup
     shares ``budget`` seconds, and one that cannot be answered in time makes its mechanism
     ``temperror``. A message over ``max_bytes`` has its DKIM signatures and ARC chain listed
     as ``neutral``, not verified (hashing its body would hold the SMTP server's interpreter),
-    and DMARC, if SPF does not align, is ``temperror``: it could not be decided."""
-    lookups = Lookups.within(budget)
+    and DMARC, if SPF does not align, is ``temperror``: it could not be decided. With
+    ``cached_only``, a lookup whose answer is not kept already raises
+    :class:`~mail.authentication.resolver.NotCached` (the caller then checks in a thread)."""
+    lookups = Lookups.within(budget, cached_only=cached_only)
     spf = _spf(lookups, client_ip, helo, mail_from)
     headers: Sequence[tuple[bytes, bytes]] = ()
     arc = ArcChain("none", "", 0, "")

@@ -20,7 +20,7 @@ import dkim
 import dkim.util
 import spf
 
-from mail.authentication.resolver import Lookups, Unanswered
+from mail.authentication.resolver import Lookups, NotCached, Unanswered
 
 PYSPF_VERSION = "2.0.14"
 DKIMPY_VERSIONS = ("1.1",)  # the minor versions this adapter was written against
@@ -136,6 +136,8 @@ def dkim_signatures(verifier: dkim.DKIM, lookups: Lookups) -> Iterator[Signature
         except dkim.DKIMException as error:
             yield Signature("permerror", domain, selector, str(error)[:200])
             continue
+        except NotCached:
+            raise
         except Exception as error:  # a malformed signature dkimpy did not foresee
             yield Signature("permerror", domain, selector, f"{type(error).__name__}: {error}"[:200])
             continue
@@ -164,6 +166,8 @@ def arc_chain(raw: bytes, lookups: Lookups) -> ArcChain:
         cv, results, reason = dkim.ARC(raw, logger=_QUIET, minkey=1024).verify(dnsfunc=dnsfunc)
     except Unanswered as error:
         return ArcChain("temperror", "", 0, f"key lookup unanswered: {error}")
+    except NotCached:
+        raise
     except Exception as error:  # malformed ARC headers
         return ArcChain("fail", "", 0, f"{type(error).__name__}: {error}"[:200])
     domain = _text(results[0].get("as-domain")) if results else ""

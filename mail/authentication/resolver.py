@@ -29,6 +29,10 @@ UNANSWERED_SECONDS = 30.0
 CACHE_SIZE = 10_000
 
 
+class NotCached(Exception):
+    """A lookup of a check that may only read answers kept already (``cached_only``)."""
+
+
 class Unanswered(Exception):
     """The lookup could not be answered in time (timeout, SERVFAIL, no budget left)."""
 
@@ -64,12 +68,13 @@ class Lookups:
     """The DNS of one message's checks, bounded by ``deadline`` (``time.monotonic()``)."""
 
     deadline: float
+    cached_only: bool = False  # raise NotCached rather than ask the nameserver
     queries: int = 0
     unanswered: list[str] = field(default_factory=list)
 
     @classmethod
-    def within(cls, seconds: float) -> Lookups:
-        return cls(deadline=time.monotonic() + seconds)
+    def within(cls, seconds: float, *, cached_only: bool = False) -> Lookups:
+        return cls(deadline=time.monotonic() + seconds, cached_only=cached_only)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -82,6 +87,8 @@ class Lookups:
         known = _answers.get(key)
         if known is not None and known[0] > now:
             return known[1]
+        if self.cached_only:
+            raise NotCached
         until = _unanswered.get(key)
         if until is not None and until > now:
             raise self._unanswered(key, "unanswered moments ago")

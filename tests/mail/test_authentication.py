@@ -329,3 +329,26 @@ def test_the_client_address_of_a_dual_stack_socket_is_its_ipv4_address() -> None
     assert peer_ip(SimpleNamespace(peer=("2001:db8::1", 25, 0, 0))) == "2001:db8::1"
     assert peer_ip(SimpleNamespace(peer=("127.0.0.1", 25))) == "127.0.0.1"
     assert peer_ip(SimpleNamespace(peer=None)) == ""
+
+
+def test_a_check_from_the_cache_alone_stops_at_the_first_lookup_not_kept(
+    dns_server: DnsServer, domain: str
+) -> None:
+    """The smtpd checks a message on its event loop when every answer is kept already, and in
+    a thread otherwise (mail/smtpd/checks.py): the cache-only check says which."""
+    from mail.authentication.resolver import NotCached
+
+    publish_key(dns_server, domain=domain)
+    dns_server.publish(domain, "v=spf1 ip4:127.0.0.1 -all")
+    dns_server.publish(f"_dmarc.{domain}", "v=DMARC1; p=reject")
+    raw = sign(plain(sender=f"a@{domain}", to=TO), domain=domain)
+    facts = {"client_ip": "127.0.0.1", "helo": "mx.test", "mail_from": f"b@{domain}"}
+    with pytest.raises(NotCached):
+        authentication.check(raw, **facts, budget=2.0, cached_only=True)
+    asked = len(dns_server.queries)
+    verdict = authentication.check(raw, **facts, budget=2.0)  # asks, and keeps the answers
+    assert len(dns_server.queries) > asked
+    asked = len(dns_server.queries)
+    assert authentication.check(raw, **facts, budget=2.0, cached_only=True) == verdict
+    assert len(dns_server.queries) == asked  # nothing asked
+    assert verdict["dmarc"]["result"] == "pass"
