@@ -88,11 +88,26 @@ def examples_for(label: Label) -> list[Example]:
                 from_name=row.from_name,
                 subject=row.subject,
                 text=row.text,
+                signals=frozenset(row.signals or ()),
             ),
             positive=row.positive,
         )
         for row in sorted(rows, key=lambda r: r.pk)
     ]
+
+
+def example_list(label: Label) -> QuerySet[LabelFeedback]:
+    """Every training example of the label (explicit ones, manual labels and removals), newest
+    first (``GET /labels/{key}/examples``)."""
+    return LabelFeedback.objects.filter(label=label).order_by("-id")
+
+
+def example_get(label: Label, example_id: str) -> LabelFeedback:
+    """One example of the label by its ``lex_`` id, or not_found (never another label's)."""
+    example = LabelFeedback.objects.filter(label=label, public_id=example_id).first()
+    if example is None:
+        raise NotFound("No such example.")
+    return example
 
 
 def label_list_with_counts(workspace: Workspace) -> QuerySet[Label]:
