@@ -45,7 +45,10 @@ BODY_CHARS = 10_000  # the start of a body says what an email is; the rest is mo
 SUBJECT_CHARS = 500
 
 _FOLD = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ł": "l", "ı": "i"})
-_TOKEN = re.compile(r"[^\W_]+|[%$€£¥]")  # words of any script, after folding
+# Words of any script, after folding; Chinese and Japanese characters one by one (those scripts
+# do not separate words), so that lexicon phrases in them match as character sequences.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_TOKEN = re.compile(rf"[^\W_{_CJK}]+|[{_CJK}]|[%$€£¥]")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s*\n\s*|\s{3,}|\s[|•·—–]\s")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
@@ -151,6 +154,72 @@ def _has_code(text: str) -> bool:
         if any(w.endswith(("code", "codigo", "codice")) for w in (*near, *after)):
             return True
     return False
+
+
+_QUOTE_HEADER = re.compile(
+    r"^(?:on .{4,120} wrote:|am .{4,120} schrieb .{0,80}:|le .{4,120} a (?:e|é)crit ?:|"
+    r"el .{4,120} escribi(?:o|ó):|em .{4,120} escreveu:|il .{4,120} ha scritto:|"
+    r"op .{4,120} schreef .{0,80}:|.{4,80}(?:wrote|schrieb|a écrit|escribió|escreveu|ha scritto|"
+    r"schreef):|-{2,} ?(?:original message|ursprüngliche nachricht|message d'origine|"
+    r"mensaje original|mensagem original|messaggio originale|oorspronkelijk bericht) ?-{2,}|"
+    r"from: .{3,200}$|von: .{3,200}$|de : .{3,200}$|de: .{3,200}$|van: .{3,200}$|"
+    r".{0,60}(?:のメール|より):?$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_QUOTED_LINE = re.compile(r"^>", re.MULTILINE)
+_SIGNATURE = re.compile(
+    r"^-- ?$|^(?:sent from my |envoyé de mon |von meinem .{2,30} gesendet|enviado desde mi |"
+    r"enviado do meu |inviato da |verzonden (?:met|vanaf) mijn |get outlook for |iphoneから送信)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_URL = re.compile(r"https?://|www\.", re.IGNORECASE)
+_REPLY_SUBJECT = re.compile(
+    r"^\s*(?:(?:re|aw|antw|sv|vs|rif|res|r|réf|ref|wg|fw|fwd|tr|rv|enc)\s?(?:\[\d+\])?:\s*)+",
+    re.IGNORECASE,
+)
+# Local parts of senders that are roles or machines, not people.
+_ROLE_LOCAL = re.compile(
+    r"^(?:no-?reply|do-?not-?reply|donotreply|noreply|ne-?pas-?repondre|nao-?responda|"
+    r"no-?responder|notifications?|notify|alerts?|news(?:letter)?|info|hello|hi|team|support|"
+    r"help|service|billing|invoices?|receipts?|orders?|shipping|account|accounts|security|"
+    r"mailer|mailer-daemon|postmaster|bounce[s]?|marketing|promo|offers|updates?|digest|"
+    r"system|admin|automated|robot|bot|auto|feedback|contact|customer\w*|kundenservice|"
+    r"service-?client|atendimento|reply|calendar|events?|jobs|careers|friends|community|"
+    r"members?|welcome|store|shop|sales|deals|newsletter\w*|[a-z]*[._-]?(?:no-?reply|alerts?|"
+    r"notifications?|news|info|support|billing|updates))(?:[+._-].*)?$",
+    re.IGNORECASE,
+)
+_NOREPLY_LOCAL = re.compile(
+    r"no-?reply|do-?not-?reply|donotreply|ne-?pas-?repondre|nao-?responda|no-?responder",
+    re.IGNORECASE,
+)
+_PERSON_NAME = re.compile(r"^[^\W\d_][^\W\d_'.-]*(?:[ '.-]+[^\W\d_][^\W\d_'.-]*){0,3}$")
+
+
+def _meta(email: EmailFacts) -> dict[str, bool]:
+    """The structural signals of an email as specials (``<reply>``, ``<quoted>``, ...): the
+    header-borne ones it carries, and those read from its sender, subject and text."""
+    text = (email.text or "")[:BODY_CHARS]
+    words = max(1, len(text.split()))
+    local = (email.from_address or "").partition("@")[0]
+    name = (email.from_name or "").strip().strip('"')
+    role = bool(_ROLE_LOCAL.match(local)) if local else False
+    noreply = bool(_NOREPLY_LOCAL.search(local)) if local else False
+    found = {f"<{signal}>": True for signal in email.signals}
+    found["<quoted>"] = bool(_QUOTE_HEADER.search(text) or len(_QUOTED_LINE.findall(text)) >= 2)
+    found["<signature>"] = bool(_SIGNATURE.search(text))
+    found["<links>"] = len(_URL.findall(text)) * 25 >= words and words >= 8
+    found["<re>"] = bool(_REPLY_SUBJECT.match(email.subject or ""))
+    found["<noreply>"] = noreply
+    found["<role>"] = role
+    found["<named>"] = (
+        bool(name)
+        and not role
+        and bool(_PERSON_NAME.match(name))
+        and 2 <= len(name.split()) <= 4
+        and local.replace(".", "").replace("_", "").replace("-", "").isalpha()
+    )
+    return found
 
 
 def _specials(text: str) -> dict[str, bool]:
@@ -263,7 +332,8 @@ class PhraseMatcher:
 
 FIELDS = ("subject", "sender", "body")
 SUPPRESSION_RATIO = 0.5  # another concept suppresses one it beats by this ratio
-FIELD_WEIGHT = {"subject": 2.0, "sender": 1.5, "body": 1.0}
+MIRROR_POINTS = 6.0  # a mirror concept scores this minus its twin: P(yes) = 1 - the twin's
+FIELD_WEIGHT = {"subject": 2.0, "sender": 1.5, "body": 1.0, "meta": 1.0}
 
 
 @dataclass(frozen=True)
@@ -308,6 +378,7 @@ class Analysis:
     raw: tuple[float, ...]  # evidence per concept, before suppression
     adjusted: tuple[float, ...]  # after suppression
     contributions: tuple[tuple[tuple[str, str, float], ...], ...]  # per concept: (phrase, field, w)
+    meta: tuple[str, ...] = ()  # the structural signals found, as "sig_reply", ...
 
 
 def _sender_text(email: EmailFacts) -> str:
@@ -322,6 +393,7 @@ def _field_sentences(email: EmailFacts) -> dict[str, list[Sentence]]:
         "subject": [Sentence(tuple(tokens(subject)), False)],
         "sender": [Sentence(tuple(tokens(_sender_text(email))), False)],
         "body": sentences((email.text or "")[:BODY_CHARS]),
+        "meta": [],  # structural signals only (specials)
     }
 
 
@@ -367,7 +439,7 @@ def _score_concepts(hits: dict[int, dict[str, bool]]):
             missing = f"no {' / '.join(cc.concept.requires[:2])}"
             parts.append((missing, "", -cc.concept.missing_penalty))
         raw.append(total)
-        contributions.append(tuple(parts))
+        contributions.append(tuple(parts))  # type: ignore[arg-type]
     adjusted = []
     for i, cc in enumerate(LEXICON.compiled):
         value = raw[i]
@@ -375,6 +447,11 @@ def _score_concepts(hits: dict[int, dict[str, bool]]):
             j = LEXICON.position[other]
             value -= factor * max(0.0, raw[j] - SUPPRESSION_RATIO * max(0.0, raw[i]))
         adjusted.append(value)
+    for i, cc in enumerate(LEXICON.compiled):
+        if cc.concept.mirror_of:  # the same evidence read the other way round
+            j = LEXICON.position[cc.concept.mirror_of]
+            raw[i] = adjusted[i] = MIRROR_POINTS - adjusted[j]
+            contributions[i] = tuple((p, f, -v) for p, f, v in contributions[j])
     return tuple(raw), tuple(adjusted), tuple(contributions)
 
 
@@ -406,10 +483,12 @@ def analyse(email: EmailFacts) -> Analysis:
         specials = {
             "subject": _specials((email.subject or "")[:SUBJECT_CHARS]),
             "body": _specials((email.text or "")[:BODY_CHARS]),
+            "meta": _meta(email),
         }
         hits = _hits(fields, specials)
         raw, adjusted, contributions = _score_concepts(hits)
-        return Analysis(fields, hits, raw, adjusted, contributions)
+        meta = tuple(sorted(f"sig_{k[1:-1]}" for k, v in specials["meta"].items() if v))
+        return Analysis(fields, hits, raw, adjusted, contributions, meta)
 
     return _ANALYSES.get(email, make)  # type: ignore[return-value]
 
@@ -445,12 +524,23 @@ MIN_TRIGGER = 2.0
 def parse_question(question: str) -> Question:
     def make() -> Question:
         toks = tokens(question)
+        spans = [
+            (name, weight, start, end)
+            for pid, start, end in LEXICON.triggers.spans(toks)
+            for name, weight in LEXICON.trigger_of[pid]
+        ]
+        first = min((start for _, _, start, _ in spans), default=len(toks))
+        # "written by a person, not sent by a system": what follows a contrast names what the
+        # question does not ask about, so those triggers count against their concept.
+        contrast = next(
+            (i for i in range(first + 1, len(toks)) if toks[i] in lexicon.QUESTION_CONTRASTS),
+            len(toks),
+        )
         scores: dict[str, float] = {}
         covered: dict[str, set[int]] = {}
-        for pid, start, end in LEXICON.triggers.spans(toks):
-            for name, weight in LEXICON.trigger_of[pid]:
-                scores[name] = scores.get(name, 0.0) + weight
-                covered.setdefault(name, set()).update(range(start, end))
+        for name, weight, start, end in spans:
+            scores[name] = scores.get(name, 0.0) + (weight if start < contrast else -weight)
+            covered.setdefault(name, set()).update(range(start, end))
         best = max(scores.values(), default=0.0)
         concepts = tuple(
             sorted(
@@ -458,15 +548,18 @@ def parse_question(question: str) -> Question:
                 key=lambda n: (-scores[n], n),
             )
         )
-        taken = set().union(*(covered[n] for n in concepts)) if concepts else set()
+        taken = set().union(*covered.values()) if concepts else set()
         words = tuple(
             dict.fromkeys(
                 t
                 for i, t in enumerate(toks)
-                if i not in taken and t not in lexicon.QUESTION_STOPWORDS and len(t) >= 2
+                if i not in taken
+                and i < contrast
+                and t not in lexicon.QUESTION_STOPWORDS
+                and len(t) >= 2
             )
         )
-        negated = any(t in lexicon.QUESTION_NEGATIONS for t in toks[:5])
+        negated = any(t in lexicon.QUESTION_NEGATIONS for t in toks[: min(5, first)])
         adhoc = PhraseMatcher(_stem(w) for w in words) if words and not concepts else None
         return Question(question, concepts, words, negated, adhoc)
 
@@ -583,6 +676,8 @@ def documents(email: EmailFacts) -> tuple[str, str, str]:
         for sent in a.fields[field]:
             parts.extend(f"<{len(t)}>" if t.isdigit() else t for t in sent.tokens)
             parts.append("|")
+        if field == "sender":  # the structural signals are learned like words of the sender
+            parts.extend(f"{m} |" for m in a.meta)
         out.append(" ".join(parts))
     return out[0], out[1], out[2]
 
@@ -751,6 +846,7 @@ def examples_key(question: str, examples: Sequence[Example]) -> str:
     for ex in examples:
         for part in (ex.email.from_address, ex.email.from_name, ex.email.subject, ex.email.text):
             digest.update(b"\x00" + (part or "").encode())
+        digest.update(b"\x03" + " ".join(sorted(ex.email.signals)).encode())
         digest.update(b"\x01" if ex.positive else b"\x02")
     return digest.hexdigest()
 
