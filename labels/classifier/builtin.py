@@ -185,7 +185,8 @@ _ROLE_LOCAL = re.compile(
     r"mailer|mailer-daemon|postmaster|bounce[s]?|marketing|promo|offers|updates?|digest|"
     r"system|admin|automated|robot|bot|auto|feedback|contact|customer\w*|kundenservice|"
     r"service-?client|atendimento|reply|calendar|events?|jobs|careers|friends|community|"
-    r"members?|welcome|store|shop|sales|deals|newsletter\w*|[a-z]*[._-]?(?:no-?reply|alerts?|"
+    r"members?|welcome|store|shop|sales|deals|talent|recruiting|payroll|hr|"
+    r"newsletter\w*|[a-z]*[._-]?(?:no-?reply|alerts?|"
     r"notifications?|news|info|support|billing|updates))(?:[+._-].*)?$",
     re.IGNORECASE,
 )
@@ -193,7 +194,9 @@ _NOREPLY_LOCAL = re.compile(
     r"no-?reply|do-?not-?reply|donotreply|ne-?pas-?repondre|nao-?responda|no-?responder",
     re.IGNORECASE,
 )
-_PERSON_NAME = re.compile(r"^[^\W\d_][^\W\d_'.-]*(?:[ '.-]+[^\W\d_][^\W\d_'.-]*){0,3}$")
+_TEAM_WORDS = frozenset(
+    {"team", "the", "your", "equipe", "equipo", "equipa", "squadra", "support", "service"}
+)
 
 
 def _meta(email: EmailFacts) -> dict[str, bool]:
@@ -212,12 +215,27 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
     found["<re>"] = bool(_REPLY_SUBJECT.match(email.subject or ""))
     found["<noreply>"] = noreply
     found["<role>"] = role
+    # The sender's address is the sender's own name ("noah.feld@", "k.marshall@"), or the body
+    # is signed with it ("Best, Priya"); a word of the name that is in the domain is a brand's.
+    domain = fold((email.from_address or "").partition("@")[2])
+    folded_local = fold(local)
+    names = [w for w in tokens(name) if len(w) >= 3 and not w.isdigit()]
+    given = [w for w in names if w not in domain or w == folded_local]
     found["<named>"] = (
-        bool(name)
-        and not role
-        and bool(_PERSON_NAME.match(name))
-        and 2 <= len(name.split()) <= 4
-        and local.replace(".", "").replace("_", "").replace("-", "").isalpha()
+        not role
+        and len(names) >= 2
+        and bool(given)
+        and (
+            given[0] in folded_local
+            or (given[-1] in folded_local and folded_local[:1] == given[0][:1])
+        )
+    )
+    tail = [line for line in text.strip().splitlines()[-4:] if line.strip()][-3:]
+    found["<signed>"] = bool(given) and any(
+        len(line.split()) <= 5
+        and given[0] in tokens(line)
+        and not any(w in _TEAM_WORDS for w in tokens(line))
+        for line in tail
     )
     return found
 
