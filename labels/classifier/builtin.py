@@ -679,6 +679,8 @@ PRIOR_FEATURE_SCALE = 10.0  # the prior's column is scaled up so the penalty har
 BIAS_FEATURE = 0.5  # the bias is a penalised column: the prior knows the base rate better
 BLEND_EXAMPLES = 1.0  # with n examples the fitted model has n / (n + 1) of the say
 PRIOR_CLIP = 6.0  # prior log-odds enter clipped: one example may overrule a confident prior
+UNINFORMED_LOGIT = -1.0  # the prior's "no" when it knows nothing of the question (_uninformed)
+UNINFORMED_LAMBDA = 0.075  # ... and the examples' words are held back less
 CONCEPT_FEATURE_SCALE = 0.1  # small: one odd example must not promote a whole concept
 SYNTHETIC_WEIGHT = 0.5
 FIELD_NGRAMS = ((1, 1), (1, 2), (1, 2))  # sender, subject, body
@@ -729,8 +731,16 @@ def _synthetic(q: Question, want: bool) -> list[EmailFacts]:
     return [_PROTOTYPES[n] for n in LEXICON.names if n not in q.concepts] + [_NEUTRAL]
 
 
-def _prior_logit(question: str, email: EmailFacts) -> float:
-    return max(-PRIOR_CLIP, min(PRIOR_CLIP, zero_shot(question, email).logit))
+def _prior_logit(question: str, email: EmailFacts, floor: float = -PRIOR_CLIP) -> float:
+    return max(floor, min(PRIOR_CLIP, zero_shot(question, email).logit))
+
+
+def _uninformed(question: str, emails: Sequence[EmailFacts]) -> bool:
+    """Whether the zero-shot prior knows nothing about the question on these emails: it names
+    no concept and none of its words occurs in any of them (every answer would be its default
+    "no"). Then the examples alone decide, from a prior of :data:`UNINFORMED_LOGIT`."""
+    q = parse_question(question)
+    return not q.concepts and all(zero_shot(question, e).evidence <= 0 for e in emails)
 
 
 @dataclass(frozen=True)
@@ -765,9 +775,10 @@ class Model:
     negatives: int
     synthetic: int  # stand-ins for a class without examples
     blend: float  # how much the fitted model says against the zero-shot prior
+    floor: float = -PRIOR_CLIP  # UNINFORMED_LOGIT when the prior knows nothing (_uninformed)
 
     def logit(self, email: EmailFacts) -> float:
-        prior = _prior_logit(self.question, email)
+        prior = _prior_logit(self.question, email, self.floor)
         z = self.scale * prior + self.bias
         for field, doc in zip(self.fields, documents(email), strict=True):
             z += field.score(doc)
@@ -776,7 +787,7 @@ class Model:
         return (1.0 - self.blend) * prior + self.blend * z
 
 
-def _train(x, prior, y, w):  # type: ignore[no-untyped-def]
+def _train(x, prior, y, w, penalty=LAMBDA):  # type: ignore[no-untyped-def]
     """Fits logit = a*prior + x.beta + b with scikit-learn's ``LogisticRegression``.
 
     The prior's log-odds enter as one more column, multiplied by ``PRIOR_FEATURE_SCALE`` so that
@@ -788,7 +799,7 @@ def _train(x, prior, y, w):  # type: ignore[no-untyped-def]
     columns = np.column_stack([prior * PRIOR_FEATURE_SCALE, np.full(len(prior), BIAS_FEATURE)])
     design = sparse.hstack([x, sparse.csr_matrix(columns)], format="csr")
     model = LogisticRegression(
-        C=1.0 / LAMBDA, solver="lbfgs", max_iter=1000, tol=1e-8, fit_intercept=False
+        C=1.0 / penalty, solver="lbfgs", max_iter=1000, tol=1e-8, fit_intercept=False
     )
     model.fit(design, y, sample_weight=w)
     coef = model.coef_.ravel()
@@ -829,8 +840,10 @@ def fit(question: str, examples: Sequence[Example]) -> Model:
         vectorizers.append(vectorizer)
     concepts = np.array([_concept_features(e) for e in emails])
     x = sparse.hstack([*blocks, sparse.csr_matrix(concepts)], format="csr")
-    prior = np.array([_prior_logit(question, e) for e in emails])
-    beta, scale, bias = _train(x, prior, np.array(labels, dtype=bool), np.array(weights))
+    floor = UNINFORMED_LOGIT if _uninformed(question, emails[: len(examples)]) else -PRIOR_CLIP
+    prior = np.array([_prior_logit(question, e, floor) for e in emails])
+    penalty = LAMBDA if floor == -PRIOR_CLIP else UNINFORMED_LAMBDA
+    beta, scale, bias = _train(x, prior, np.array(labels, dtype=bool), np.array(weights), penalty)
     fields, offset = [], 0
     for vectorizer, block in zip(vectorizers, blocks, strict=True):
         width = block.shape[1]
@@ -852,6 +865,7 @@ def fit(question: str, examples: Sequence[Example]) -> Model:
         negatives,
         len(emails) - len(examples),
         len(examples) / (len(examples) + BLEND_EXAMPLES),
+        floor,
     )
 
 
