@@ -677,7 +677,8 @@ def _describe(prior: Prior) -> str:
 LAMBDA = 0.3  # L2 penalty on the feature weights
 PRIOR_FEATURE_SCALE = 10.0  # the prior's column is scaled up so the penalty hardly shrinks it
 BIAS_FEATURE = 0.5  # the bias is a penalised column: the prior knows the base rate better
-BLEND_EXAMPLES = 1.0  # with n examples the fitted model has n / (n + 1) of the say
+BLEND_EXAMPLES = 1.0  # with n examples the fitted model has n / (n + 1) of the say ...
+BLEND_AGREEMENT = 9.0  # ... + this x the share of them the prior answers right
 PRIOR_CLIP = 6.0  # prior log-odds enter clipped: one example may overrule a confident prior
 UNINFORMED_LOGIT = -1.0  # the prior's "no" when it knows nothing of the question (_uninformed)
 UNINFORMED_LAMBDA = 0.075  # ... and the examples' words are held back less
@@ -864,9 +865,20 @@ def fit(question: str, examples: Sequence[Example]) -> Model:
         positives,
         negatives,
         len(emails) - len(examples),
-        len(examples) / (len(examples) + BLEND_EXAMPLES),
+        _blend(question, examples, informed=floor == -PRIOR_CLIP),
         floor,
     )
+
+
+def _blend(question: str, examples: Sequence[Example], *, informed: bool) -> float:
+    """The fitted model's share of the answer: n / (n + k). k grows with the share of the
+    examples the prior already answers right, so examples that agree with an informed prior
+    refine it, few examples that contradict it overrule it, and an uninformed prior gives way."""
+    n = len(examples)
+    if not informed or n == 0:
+        return n / (n + BLEND_EXAMPLES)
+    agree = sum((zero_shot(question, ex.email).logit >= 0) == ex.positive for ex in examples)
+    return n / (n + BLEND_EXAMPLES + BLEND_AGREEMENT * agree / n)
 
 
 _MODELS = _LRU(MODEL_CACHE)
