@@ -237,7 +237,37 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
         and not any(w in _TEAM_WORDS for w in tokens(line))
         for line in tail
     )
+    # A letter's close: a sign-off line, then a line of one to three names that are not a brand's
+    # or a team's ("Kind regards, / Karen Marshall, CPA"; not "Thanks, / The Ledgerly team").
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()][-5:]
+    found["<signoff>"] = any(
+        _SIGNOFF.match(lines[i]) and _is_name_line(lines[i + 1], domain)
+        for i in range(len(lines) - 1)
+    )
     return found
+
+
+_SIGNOFF = re.compile(
+    r"^(?:best|best wishes|kind regards|regards|warm regards|many thanks|thanks|thank you|cheers|"
+    r"yours|yours sincerely|sincerely|all the best|love|mit freundlichen gr(?:ü|ue)(?:ß|ss)en|"
+    r"viele gr(?:ü|ue)(?:ß|ss)e|liebe gr(?:ü|ue)(?:ß|ss)e|beste gr(?:ü|ue)(?:ß|ss)e|gruß|lg|"
+    r"cordialement|bien (?:à vous|cordialement)|bises|amitiés|un saludo|saludos|un abrazo|"
+    r"atenciosamente|abraços?|beijos?|cordiali saluti|un saluto|a presto|"
+    r"met vriendelijke groet(?:en)?|groetjes|groet)[ ,.!]*$",
+    re.IGNORECASE,
+)
+
+
+def _is_name_line(line: str, domain: str) -> bool:
+    words = line.replace(",", " ").split()
+    if not 1 <= len(words) <= 4:
+        return False
+    toks = tokens(line)
+    return (
+        words[0][:1].isupper()
+        and not any(t in _TEAM_WORDS or (len(t) >= 4 and t in domain) for t in toks)
+        and not any(ch.isdigit() for ch in line)
+    )
 
 
 def _specials(text: str) -> dict[str, bool]:

@@ -1841,6 +1841,7 @@ CONVERSATION = Concept(
         "<plain>": 0.5,
         "<named>": 1,
         "<signed>": 1.5,
+        "<signoff>": 1.5,
         "<asks>": 1,
         "dear mr": 0.8,
         "dear ms": 0.8,
