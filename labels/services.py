@@ -259,7 +259,7 @@ def example_remove(*, example: LabelFeedback, by: Actor) -> None:
                 "example": {"before": f"{example.email_id}: {'yes' if example.positive else 'no'}"}
             },
         )
-        LabelFeedback.objects.filter(pk=example.pk).delete()
+        LabelFeedback.objects.filter(label=label, pk=example.pk).delete()
 
 
 def manual_labels_set(
