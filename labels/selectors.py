@@ -117,3 +117,9 @@ def label_list_with_counts(workspace: Workspace) -> QuerySet[Label]:
         .annotate(email_count=Count("applications"))
         .order_by("key")
     )
+
+
+def examples_of_email(workspace: Workspace, email_id: str) -> dict[str, LabelFeedback]:
+    """The workspace's training examples about one email, by label key (the email view)."""
+    rows = LabelFeedback.objects.filter(label__workspace=workspace, email_id=email_id)
+    return {row.label.key: row for row in rows.select_related("label")}

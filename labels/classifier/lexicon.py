@@ -96,8 +96,26 @@ QUESTION_NEGATIONS = frozenset({"not", "nicht", "kein", "keine", "niet", "pas", 
 # Words after which a question names what it does not ask about ("... by a person, not by a
 # system", "... rather than automated").
 QUESTION_CONTRASTS = frozenset(
-    {"not", "rather", "instead", "nicht", "statt", "anstatt", "pas", "plutot", "no", "nao",
-     "non", "niet", "versus", "vs", "unlike", "except", "excluding", "nor"}
+    {
+        "not",
+        "rather",
+        "instead",
+        "nicht",
+        "statt",
+        "anstatt",
+        "pas",
+        "plutot",
+        "no",
+        "nao",
+        "non",
+        "niet",
+        "versus",
+        "vs",
+        "unlike",
+        "except",
+        "excluding",
+        "nor",
+    }
 )
 
 # Sentences that start like this are conditional boilerplate ("If you did not ...").
@@ -1403,11 +1421,9 @@ MEETING = Concept(
         # es
         "reunirnos": 2.5,
         "nos reunimos": 2.5,
-        "reunion": 2,
         "quedamos": 2.5,
         "quedar": 2,
         "vernos": 2,
-        "un cafe": 1.5,
         "te va bien": 1.5,
         "lunes": 0.8,
         "martes": 0.8,
