@@ -291,6 +291,7 @@ def _specials(text: str) -> dict[str, bool]:
 # -- phrase matching ----------------------------------------------------------------------------
 
 MAX_FILLERS = 3
+CANDIDATE_CACHE = 50_000  # words whose starting phrases are remembered, per matcher
 
 
 def _phrase(text: str) -> tuple[str, ...]:
@@ -340,6 +341,7 @@ class PhraseMatcher:
             else:
                 self.exact.setdefault(first, []).append(pid)
         self.prefix_lengths = sorted({len(p) for p in self.prefix})
+        self.candidates: dict[str, tuple[int, ...]] = {}
 
     def id_of(self, text: str) -> int:
         return self.index[_phrase(text)]
@@ -362,18 +364,32 @@ class PhraseMatcher:
 
     def spans(self, toks: Sequence[str]) -> Iterable[tuple[int, int, int]]:
         """(phrase id, start, end) of every match."""
+        cache = self.candidates
         for i, tok in enumerate(toks):
-            candidates: list[int] = list(self.exact.get(tok, ()))
-            if tok.isdigit() and "<num>" in self.exact:
-                candidates.extend(self.exact["<num>"])
-            for length in self.prefix_lengths:
-                if length > len(tok):
-                    break
-                candidates.extend(self.prefix.get(tok[:length], ()))
+            candidates = cache.get(tok)
+            if candidates is None:
+                candidates = self._candidates(tok)
+                if len(cache) >= CANDIDATE_CACHE:  # words repeat across mail: keep the common
+                    cache.clear()
+                cache[tok] = candidates
             for pid in candidates:
+                if len(self.phrases[pid]) == 1:
+                    yield pid, i, i + 1
+                    continue
                 end = self._rest_matches(toks, i + 1, self.phrases[pid])
                 if end >= 0:
                     yield pid, i, end
+
+    def _candidates(self, tok: str) -> tuple[int, ...]:
+        """The phrases that may start at this word."""
+        candidates: list[int] = list(self.exact.get(tok, ()))
+        if tok.isdigit() and "<num>" in self.exact:
+            candidates.extend(self.exact["<num>"])
+        for length in self.prefix_lengths:
+            if length > len(tok):
+                break
+            candidates.extend(self.prefix.get(tok[:length], ()))
+        return tuple(candidates)
 
 
 # -- the lexicon, compiled ----------------------------------------------------------------------
@@ -410,6 +426,12 @@ class CompiledLexicon:
         for name, phrase, weight in self.trigger_phrases:
             self.trigger_of.setdefault(self.triggers.id_of(phrase), []).append((name, weight))
         self.position = {name: i for i, name in enumerate(self.names)}
+        # phrase id -> (concept index, weight): scoring walks an email's hits only
+        self.evidence_of: dict[int, list[tuple[int, float]]] = {}
+        for i, cc in enumerate(self.compiled):
+            for pid, weight in cc.evidence:
+                self.evidence_of.setdefault(pid, []).append((i, weight))
+        self.display = [" ".join(p).replace("*", "") for p in self.evidence.phrases]
 
 
 LEXICON = CompiledLexicon(lexicon.CONCEPTS)
@@ -471,23 +493,27 @@ def _contribution(hit: dict[str, bool], weight: float, conditional: float) -> tu
 
 
 def _score_concepts(hits: dict[int, dict[str, bool]]):
+    """Evidence per concept from the phrases found (walks the hits, not the whole lexicon)."""
+    compiled = LEXICON.compiled
+    totals = [0.0] * len(compiled)
+    parts: list[list[tuple[str, str, float]]] = [[] for _ in compiled]
+    for pid, hit in hits.items():
+        if not hit:
+            continue
+        for i, weight in LEXICON.evidence_of.get(pid, ()):
+            field, value = _contribution(hit, weight, compiled[i].concept.conditional)
+            totals[i] += value
+            parts[i].append((LEXICON.display[pid], field, value))
     raw: list[float] = []
     contributions = []
-    phrases = LEXICON.evidence.phrases
-    for cc in LEXICON.compiled:
-        total, parts = 0.0, []
-        for pid, weight in cc.evidence:
-            hit = hits.get(pid)
-            if hit:
-                field, value = _contribution(hit, weight, cc.concept.conditional)
-                total += value
-                parts.append((" ".join(phrases[pid]).replace("*", ""), field, value))
+    for i, cc in enumerate(compiled):
+        total = totals[i]
         if cc.requires and total > 0 and not any(pid in hits for pid in cc.requires):
             total -= cc.concept.missing_penalty
             missing = f"no {' / '.join(cc.concept.requires[:2])}"
-            parts.append((missing, "", -cc.concept.missing_penalty))
+            parts[i].append((missing, "", -cc.concept.missing_penalty))
         raw.append(total)
-        contributions.append(tuple(parts))  # type: ignore[arg-type]
+        contributions.append(tuple(parts[i]))
     adjusted = []
     for i, cc in enumerate(LEXICON.compiled):
         value = raw[i]
