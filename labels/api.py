@@ -8,8 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apikeys.audit import actor_of
-from config.api.errors import FeatureDisabled, NotFound, ValidationFailed
-from config.api.pagination import decode_cursor, page_response
+from config.api.errors import FeatureDisabled, NotFound
+from config.api.pagination import decode_cursor, encode_cursor, page_body, page_response
 from config.api.query import parse_query
 from config.api.schema import link, page_of
 from labels import selectors, services
@@ -159,9 +159,10 @@ class LabelExamplesApi(APIView):
     def get(self, request: Request, key: str) -> Response:
         query = parse_query(LabelExampleListQuery, request)
         label = selectors.label_get(request.auth.workspace, key)
-        if query.get("cursor") and not decode_cursor(query["cursor"]).isdigit():
-            raise ValidationFailed.at("cursor", "Malformed cursor.")  # the cursor is the row's pk
-        return page_response(selectors.example_list(label), query, LabelExampleOut, example_record)
+        after = decode_cursor(query["cursor"]) if query.get("cursor") else None
+        rows, last = selectors.example_page(label, limit=query["limit"], after=after)
+        data = LabelExampleOut([example_record(row) for row in rows], many=True).data
+        return Response(page_body(data, encode_cursor(last) if last else None))
 
     @extend_schema(
         operation_id="addLabelExample",

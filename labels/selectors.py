@@ -96,10 +96,19 @@ def examples_for(label: Label) -> list[Example]:
     ]
 
 
-def example_list(label: Label) -> QuerySet[LabelFeedback]:
-    """Every training example of the label (explicit ones, manual labels and removals), newest
-    first (``GET /labels/{key}/examples``)."""
-    return LabelFeedback.objects.filter(label=label).order_by("-id")
+def example_page(
+    label: Label, *, limit: int, after: str | None = None
+) -> tuple[list[LabelFeedback], str | None]:
+    """One page of the label's training examples (explicit ones, manual labels and removals),
+    newest first by their ``lex_`` id (``GET /labels/{key}/examples``), and the id to continue
+    after when there are more."""
+    rows = LabelFeedback.objects.filter(label=label).order_by("-public_id")
+    if after:
+        rows = rows.filter(public_id__lt=after)
+    page = list(rows[: limit + 1])
+    if len(page) > limit:
+        return page[:limit], page[limit - 1].public_id
+    return page, None
 
 
 def example_get(label: Label, example_id: str) -> LabelFeedback:

@@ -103,6 +103,12 @@ def test_examples_change_the_next_answer_and_removing_them_changes_it_back(
     listed = api.call("GET", "labels/hobby/examples").json()
     assert [e["id"] for e in listed["data"]] == [c["id"] for c in reversed(created)]
     assert listed["next_cursor"] is None
+    first = api.call("GET", "labels/hobby/examples", {"limit": 3}).json()
+    rest = api.call(
+        "GET", "labels/hobby/examples", {"limit": 3, "cursor": first["next_cursor"]}
+    ).json()
+    assert [e["id"] for e in first["data"] + rest["data"]] == [e["id"] for e in listed["data"]]
+    assert rest["next_cursor"] is None
 
     for c in created:
         response = api.call("DELETE", f"labels/hobby/examples/{c['id']}")
