@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
 from labels.classifier.base import EmailFacts, Example, signals_of
@@ -237,6 +239,16 @@ def timing(rows: Sequence[Row], questions: dict[str, str]) -> tuple[float, float
     return zero_cpu / count, few_cpu / count
 
 
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -257,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = ", ".join(str(p) for p in args.emails)
     print(f"{len(rows)} emails from {names}, {len(questions)} questions\n")
     print(table(evaluate(rows, questions), questions))
+    print(f"\n(`python -m tests.labels.evaluate`, commit {_commit()}, {date.today().isoformat()})")
     if args.timing:
         zero, few = timing(rows, questions)
         print(
