@@ -269,7 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = ", ".join(str(p) for p in args.emails)
     print(f"{len(rows)} emails from {names}, {len(questions)} questions\n")
     print(table(evaluate(rows, questions), questions))
-    print(f"\n(`python -m tests.labels.evaluate`, commit {_commit()}, {date.today().isoformat()})")
+    command = " ".join(
+        ["python -m tests.labels.evaluate", *(argv if argv is not None else sys.argv[1:])]
+    )
+    print(f"\n(`{command}`, commit {_commit()}, {date.today().isoformat()})")
     if args.timing:
         zero, few = timing(rows, questions)
         print(
