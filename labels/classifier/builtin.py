@@ -166,13 +166,33 @@ _QUOTE_HEADER = re.compile(
     r".{0,60}(?:のメール|より):?$)",
     re.IGNORECASE | re.MULTILINE,
 )
-_QUOTED_LINE = re.compile(r"^>", re.MULTILINE)
+# Cheap tests before the expressions: most mail has none of these.
+_QUOTE_MARKERS = (
+    "wrote",
+    "schrieb",
+    "crit",
+    "escribi",
+    "escreveu",
+    "scritto",
+    "schreef",
+    "original",
+    "ursprüngliche",
+    "origine",
+    "oorspronkelijk",
+    "from:",
+    "von:",
+    "de:",
+    "de :",
+    "van:",
+    "のメール",
+    "より",
+)
+_SIGNATURE_MARKERS = ("von meinem", "enviado", "inviato", "verzonden", "get outlook", "iphoneから")
 _SIGNATURE = re.compile(
     r"^-- ?$|^(?:sent from my |envoyé de mon |von meinem .{2,30} gesendet|enviado desde mi |"
     r"enviado do meu |inviato da |verzonden (?:met|vanaf) mijn |get outlook for |iphoneから送信)",
     re.IGNORECASE | re.MULTILINE,
 )
-_URL = re.compile(r"https?://|www\.", re.IGNORECASE)
 _REPLY_SUBJECT = re.compile(
     r"^\s*(?:(?:re|aw|antw|sv|vs|rif|res|r|réf|ref|wg|fw|fwd|tr|rv|enc)\s?(?:\[\d+\])?:\s*)+",
     re.IGNORECASE,
@@ -209,9 +229,19 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
     role = bool(_ROLE_LOCAL.match(local)) if local else False
     noreply = bool(_NOREPLY_LOCAL.search(local)) if local else False
     found = {f"<{signal}>": True for signal in email.signals}
-    found["<quoted>"] = bool(_QUOTE_HEADER.search(text) or len(_QUOTED_LINE.findall(text)) >= 2)
-    found["<signature>"] = bool(_SIGNATURE.search(text))
-    found["<links>"] = len(_URL.findall(text)) * 25 >= words and words >= 8
+    low = text.lower()
+    quoted_lines = low.count("\n>") + low.startswith(">")
+    found["<quoted>"] = quoted_lines >= 2 or (
+        any(marker in low for marker in _QUOTE_MARKERS) and bool(_QUOTE_HEADER.search(text))
+    )
+    found["<signature>"] = (
+        "--" in low
+        or "sent from" in low
+        or "envoy" in low
+        or any(m in low for m in _SIGNATURE_MARKERS)
+    ) and bool(_SIGNATURE.search(text))
+    links = low.count("http://") + low.count("https://") + low.count("www.")
+    found["<links>"] = links * 25 >= words and words >= 8
     found["<re>"] = bool(_REPLY_SUBJECT.match(email.subject or ""))
     found["<noreply>"] = noreply
     found["<role>"] = role
