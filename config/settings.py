@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 CONFIG_DIR = Path(__file__).resolve().parent
 BASE_DIR = CONFIG_DIR.parent  # the checkout, or site-packages when installed from the wheel
@@ -272,6 +273,17 @@ SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
 # get 413 payload_too_large.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("API_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
+# The web process's garbage-collector thresholds (config/asgi.py: gc.set_threshold): young,
+# middle, old. Python's defaults (700, 10, 10) promote the objects of every request in flight to
+# the old generation, and with hundreds of parked waits (an MCP call holds about 200 KB of
+# objects) the full collections that follow stalled every answer for 50-150 ms several times a
+# minute. With a young threshold of 50,000 a request's objects die before their first collection,
+# and full collections become rare (docs/operations.md).
+WEB_GC_THRESHOLDS = tuple(
+    int(n) for n in env.list("WEB_GC_THRESHOLDS", default=["50000", "20", "100"])
+)
+if len(WEB_GC_THRESHOLDS) != 3 or min(WEB_GC_THRESHOLDS) < 1:
+    raise ImproperlyConfigured("WEB_GC_THRESHOLDS: three positive integers, e.g. 50000,20,100")
 # Open streams and waits (wait, stream, outbox ?wait=) one key or session may hold at once, across
 # every web process; the next one gets 429 rate_limited.
 MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)
@@ -280,6 +292,9 @@ MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)
 # tester run) after PATTERN_BUDGET_MS together. A stopped search counts as no match.
 PATTERN_TIMEOUT_MS = env.int("PATTERN_TIMEOUT_MS", default=50)
 PATTERN_BUDGET_MS = env.int("PATTERN_BUDGET_MS", default=250)
+# A list filtered by ``q`` (mail.selectors.search_time_limit): its database work stops after this
+# long with a 400 on ``q`` (unindexed terms such as header: read every email of a workspace).
+SEARCH_TIMEOUT_MS = env.int("SEARCH_TIMEOUT_MS", default=3000)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=EMBEDDED_DB)
 WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])

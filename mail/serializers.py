@@ -26,7 +26,11 @@ Q_HELP = (
     "are searched as they are). At most 20 terms. A malformed query (an unterminated quote, "
     "an unknown `has:`/`is:` value, a date that is not one, an empty value, a lone `-`, a "
     "`label:` or `inbox:` the workspace does not have) is 400 validation_error with one issue "
-    "at path `q` naming the term and its 0-based character position."
+    "at path `q` naming the term and its 0-based character position. A search whose database "
+    "work takes longer than `SEARCH_TIMEOUT_MS` (3 s by default) is stopped: 400 "
+    "validation_error at path `q` saying so (terms the indexes serve: words, `from:`, "
+    "`subject:`, `inbox:`, `before:`/`after:`; `header:`, `to:` and negated terms read every "
+    "email in scope)."
 )
 
 

@@ -75,12 +75,14 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
     inbox = inbox_or_404(request, inbox_id)
     search = EmailSearchForm(request.GET)
     q, unread = "", None
+    search_error = ""
     if search.is_valid():
         q = search.cleaned_data["q"].strip()
         unread = True if search.cleaned_data["unread"] else None
+    else:  # e.g. over 200 characters: said, never silently a list of everything
+        search_error = next(iter(search.errors.values()))[0]
     # The list fields plus ``extracted`` for the code badge (one query, no per-row loads).
     # ``q`` is the API's query language (mail.query); a malformed one is said above the list.
-    search_error = ""
     try:
         rows_query = selectors.email_list(
             request.membership.workspace,  # type: ignore[attr-defined]
@@ -88,6 +90,8 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
             q=q,
             unread=unread,
         ).only(*selectors.LIST_FIELDS, "extracted")
+        if search_error:
+            rows_query = rows_query.none()
     except ValidationFailed as exc:
         search_error = (exc.issues or [{"message": exc.message}])[0]["message"]
         rows_query = selectors.email_list(
@@ -95,9 +99,13 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
             inbox=inbox,
         ).none()
     try:
-        rows, next_cursor = paginate(
-            rows_query, limit=PAGE_SIZE, cursor=request.GET.get("cursor") or None
-        )
+        with selectors.search_time_limit(q if not search_error else ""):
+            rows, next_cursor = paginate(
+                rows_query, limit=PAGE_SIZE, cursor=request.GET.get("cursor") or None
+            )
+    except ValidationFailed as exc:  # the search ran out of time
+        search_error = (exc.issues or [{"message": exc.message}])[0]["message"]
+        rows, next_cursor = [], None
     except ApiError:
         raise Http404("No such page.") from None
     context = {
