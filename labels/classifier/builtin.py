@@ -6,14 +6,21 @@ and the email is scored by weighted lexical evidence for those concepts: phrases
 found in the subject (weighted up), the sender or the body, counter-evidence ("free shipping" is
 no shipment), conditional boilerplate weighted down ("If you did not request a password reset,
 ...") and concepts that clearly dominate the email suppressing the others (a newsletter about
-passwords is no password reset). Questions the lexicon does not know are answered from their own
-content words. A logistic function turns the evidence into P(yes).
+passwords is no password reset). The structural signals of the email (``EmailFacts.signals``
+from its headers, and those :func:`_meta` reads from its sender, subject and text: quoted
+history, a signature, a sign-off with a name, link density, a no-reply sender) are specials of a
+``meta`` field that concepts weigh like phrases ("<reply>", "<list>", ...). Questions the lexicon
+does not know are answered from their own content words; triggers after a contrast ("..., not
+sent by a system") count against their concept. A logistic function turns the evidence into
+P(yes).
 
-With examples (a workspace's manual labels), scikit-learn's logistic regression is fitted on the
-zero-shot prior's log-odds (a scaled column, barely penalised), TF-IDF word n-grams (scikit-learn,
-sublinear tf) of sender, subject and body, and the lexicon's concept scores (both regularised
-towards 0). Examples that agree with the prior leave it be; examples that contradict it teach the
-words they carry. Synthetic examples built from the lexicon stand in for a missing class (only
+With examples (a workspace's explicit yes / no answers, manual labels and removals),
+scikit-learn's logistic regression is fitted on the zero-shot prior's log-odds (a scaled column,
+barely penalised), TF-IDF word n-grams (scikit-learn, sublinear tf) of sender (with the
+structural signals as words), subject and body, and the lexicon's concept scores (both
+regularised towards 0). Examples that agree with the prior leave it be (:func:`_blend`);
+examples that contradict it teach the words they carry; when the prior knows nothing of the
+question, the examples decide (:func:`_uninformed`). Synthetic examples built from the lexicon stand in for a missing class (only
 positives or only negatives). Fitted models are cached in a small LRU keyed by a hash of
 (question, examples) and score new emails in plain Python.
 """
@@ -756,9 +763,10 @@ def _describe(prior: Prior) -> str:
 #
 # scikit-learn's LogisticRegression is fitted on the examples' TF-IDF and concept features plus
 # the zero-shot prior's log-odds (a scaled column the penalty hardly shrinks) and a penalised bias
-# column. The answer blends it with the prior by the number of examples n: logit = (1 - n/(n+k)) *
-# prior + n/(n+k) * fitted, so a handful of examples corrects the prior without drowning it, and
-# many examples take over.
+# column. The answer blends it with the prior by the number of examples n: logit = (1 - b) *
+# prior + b * fitted with b = n / (n + k), k growing with how many of the examples the prior
+# already answers right (_blend), so a handful of examples corrects the prior without drowning
+# it, and many examples take over.
 
 LAMBDA = 0.3  # L2 penalty on the feature weights
 PRIOR_FEATURE_SCALE = 10.0  # the prior's column is scaled up so the penalty hardly shrinks it

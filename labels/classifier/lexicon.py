@@ -22,10 +22,15 @@ Phrases are matched on lower-cased, accent-stripped word tokens ("Réinitialiser
 * a word ending in ``*`` is a prefix ("invoice*" matches "invoices", "invoiced");
 * ``<num>`` is any number; ``<code>``, ``<money>``, ``<pctoff>`` and ``<tracknum>`` are patterns
   the backend detects itself (a one-time code next to the word "code", an amount of money, a
-  percentage discount, a parcel tracking number).
+  percentage discount, a parcel tracking number); ``<reply>``, ``<list>``, ``<unsubscribe>``,
+  ``<bulk>``, ``<auto>``, ``<esp>``, ``<mua>``, ``<plain>`` (an email's structural signals,
+  ``labels.classifier.base.SIGNALS``) and ``<quoted>``, ``<signature>``, ``<signoff>``,
+  ``<named>``, ``<signed>``, ``<links>``, ``<re>``, ``<noreply>``, ``<role>`` (read from its
+  sender, subject and text) say how it was sent.
 
 The lexicon is deliberately generic knowledge about email (with the common equivalents in
-French, German, Spanish, Portuguese, Italian and Dutch), not a list fitted to one data set.
+French, German, Spanish, Portuguese, Italian, Dutch and Japanese; Japanese phrases match
+character by character), not a list fitted to one data set.
 """
 
 from __future__ import annotations
