@@ -21,8 +21,8 @@ structural signals as words), subject and body, and the lexicon's concept scores
 regularised towards 0). Examples that agree with the prior leave it be (:func:`_blend`);
 examples that contradict it teach the words they carry; when the prior knows nothing of the
 question, the examples decide (:func:`_uninformed`). Synthetic examples built from the lexicon
-stand in for a missing class (only positives or only negatives). Fitted models are cached in a small LRU keyed by a hash of
-(question, examples) and score new emails in plain Python.
+stand in for a missing class (only positives or only negatives). Fitted models are cached in a
+small LRU keyed by a hash of (question, examples) and score new emails in plain Python.
 """
 
 from __future__ import annotations
