@@ -56,6 +56,8 @@ ACTIONS: frozenset[str] = frozenset(
         "webhook.updated",
         "webhook.deleted",
         "inbox.deleted",
+        "smtp_credential.created",
+        "smtp_credential.revoked",
         "outbox.approved",
         "outbox.rejected",
         "user.signed_in",
@@ -84,6 +86,7 @@ FIELDS: Mapping[str, frozenset[str]] = {
     ),
     "webhook": frozenset({"url", "events", "inbox_ids", "label_keys", "enabled"}),
     "inbox": frozenset({"address"}),
+    "smtp_credential": frozenset({"username", "name", "inbox"}),
     "outbox_item": frozenset({"to", "subject", "note", "edited"}),
     "user": frozenset(),
 }

@@ -14,6 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.core.asgi import get_asgi_application
 
+from config.startup import started
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
@@ -73,4 +75,5 @@ application = ProtocolTypeRouter(
 # requests in flight reach the old generation and trigger a full pass every few seconds.
 gc.collect()
 gc.freeze()
+started()  # forget the start-up's thresholds (config/startup.py) for the web process's own:
 gc.set_threshold(*settings.WEB_GC_THRESHOLDS)

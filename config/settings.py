@@ -257,9 +257,13 @@ RESERVED_LOCAL_PARTS = [
 ]
 # An SMTP session that sends nothing for this long is closed (RFC 5321 4.5.3.2.7: 5 minutes).
 SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
-# Who writes the smtpd's batches of mail (mail/smtpd/writer.py): a process of its own next to each
-# smtpd process on PostgreSQL, a thread of the smtpd in embedded mode (SQLite has one writer).
-SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "process")
+# Who writes the smtpd's batches of mail (mail/smtpd/writer.py): on PostgreSQL one process shared
+# by the host's smtpds (shared; mail/smtpd/shared.py) or one next to each smtpd (process); a
+# thread of the smtpd in embedded mode (SQLite has one writer).
+SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "shared")
+# Where the shared writer's socket and lock file live (a directory only this user may enter);
+# empty: $XDG_RUNTIME_DIR/pigeonhole, else <tmp>/pigeonhole-<uid>.
+SMTP_WRITER_DIR = env.str("SMTP_WRITER_DIR", default="")
 # TLS of the SMTP receiver: a PEM certificate (chain) and its key. Set: STARTTLS is offered on
 # SMTP_PORT, and SMTPS_PORT (unset: off) takes implicit TLS. Unset: no STARTTLS, except in
 # embedded mode (manage.py serve), which makes a self-signed pair under var/tls/ at first start.
@@ -268,6 +272,13 @@ SMTP_TLS_KEY = env.str("SMTP_TLS_KEY", default="")
 SMTPS_PORT = env.int("SMTPS_PORT", default=None)
 # Concurrent SMTP sessions per client IP address; the next one gets 421 and is closed.
 SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
+# SMTP AUTH with an inbox's sandbox credentials (mail/smtpd/auth.py): offered only over TLS
+# (STARTTLS or SMTPS_PORT) unless this allows it in plain text, as embedded mode does for local
+# development. Failed AUTHs are counted per client IP and per username; past the limit within
+# the window, AUTH answers 454 4.7.0 until the window ends.
+SMTP_AUTH_ALLOW_PLAINTEXT = env.bool("SMTP_AUTH_ALLOW_PLAINTEXT", default=EMBEDDED_DB)
+SMTP_AUTH_FAILURE_LIMIT = env.int("SMTP_AUTH_FAILURE_LIMIT", default=10)
+SMTP_AUTH_FAILURE_WINDOW = env.int("SMTP_AUTH_FAILURE_WINDOW", default=900)  # seconds
 # Largest API request body. The biggest documented body (send: text up to 1,000,000 and html up
 # to 2,000,000 characters) is 18 MB at six bytes a character (JSON \u escapes); larger bodies
 # get 413 payload_too_large.

@@ -129,7 +129,11 @@ def _term_filter(workspace: Workspace, term: Term) -> Q:
     if term.field == "from":
         return Q(from_address__icontains=value) | Q(from_name__icontains=value)
     if term.field == "to":
-        return Q(envelope_to__icontains=value) | Q(to_text__icontains=value)
+        return (
+            Q(envelope_to__icontains=value)
+            | Q(envelope_recipients__icontains=value)  # sandbox mail: every recipient
+            | Q(to_text__icontains=value)
+        )
     if term.field == "subject":
         return Q(subject__icontains=value)
     if term.field == "label":

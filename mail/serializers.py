@@ -14,7 +14,7 @@ Q_HELP = (
     "A search, every term ANDed (docs/api.md, Searching mail). A bare `word` or "
     '`"quoted phrase"` matches the sender (address or name) or the subject as a '
     "case-insensitive substring, or the whole text body by its words (a phrase: its words in "
-    "that order). Operators: `from:` (sender address or name), `to:` (the envelope recipient, "
+    "that order). Operators: `from:` (sender address or name), `to:` (an envelope recipient, "
     "plus tag included, or a To address), `subject:` (substrings, case-insensitive), "
     "`label:key`, `inbox:` (id or address), `header:Name=value` (whole value, "
     "case-insensitive; `header:Name` alone: present), `has:attachment`, `has:code`, "
@@ -166,6 +166,18 @@ class EmailOut(_EmailBase):
     defects = serializers.ListField(
         child=serializers.CharField(), help_text="What could not be parsed, if anything."
     )
+    envelope_recipients = serializers.SerializerMethodField(
+        help_text="The SMTP envelope recipients (RCPT TO) this email was stored for, as "
+        "received: the recipients of the message whose address is this inbox's (plus tags "
+        "included), or, for mail sent with one of the inbox's sandbox SMTP credentials, every "
+        "recipient of the message, whatever its domain (in the order given, at most 100)."
+    )
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_envelope_recipients(self, email: Any) -> list[str]:
+        if email.envelope_recipients:
+            return list(email.envelope_recipients)
+        return [email.envelope_to] if email.envelope_to else []  # stored before the field
 
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:

@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
@@ -26,7 +27,7 @@ from apikeys.dashboard import may, member_required, refuse
 from config.api.errors import ApiError, NotFound, ValidationFailed
 from config.api.pagination import paginate
 from inboxes.forms import LIFETIMES, InboxLifetimeForm
-from inboxes.views import inbox_or_404
+from inboxes.views import inbox_or_404, smtp_credentials_context
 from labels import selectors as label_selectors
 from labels import services as label_services
 from labels.classifier.base import facts_of
@@ -123,8 +124,12 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
         "allow_permanent": request.membership.workspace.allow_permanent_inboxes,  # type: ignore[attr-defined]
         "stream_url": f"/api/v1/inboxes/{inbox.pk}/stream",
         "stream_events": STREAM_EVENTS,
+        **smtp_credentials_context(request, inbox),
     }
-    return render(request, "mail/inbox.html", context)
+    response = render(request, "mail/inbox.html", context)
+    if context["smtp_password"]:
+        add_never_cache_headers(response)  # the back button must not bring the password back
+    return response
 
 
 def _label_rows(email: Email) -> tuple[list[dict], list[tuple[str, str]]]:
