@@ -94,6 +94,22 @@ def ingest_lines() -> list[Line]:
         Line("SMTP ingest", f"{kind}: {figure}", value, targets.get(figure, "—"), met)
         for kind, figure, value, met in verdicts(results)
     ]
+    lost = [
+        f"{name}, {kind}: {r.get('acked_not_stored', 0)} acknowledged not stored, "
+        f"{r.get('stored_not_acked', 0)} stored not acknowledged"
+        for name, kinds in results.items()
+        for kind, r in kinds.items()
+        if r.get("acked_not_stored") or r.get("stored_not_acked")
+    ]
+    lines.append(
+        Line(
+            "SMTP ingest",
+            "every acknowledged message stored, and no other",
+            "; ".join(lost) or "yes",
+            "yes",
+            not lost,
+        )
+    )
     scaled = document.get("scaling")
     if scaled:
         shared = scaled["shapes"]["shared writer, 1 smtpd"]
