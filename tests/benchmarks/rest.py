@@ -41,7 +41,9 @@ from tests.benchmarks.scenarios import percentile
 from tests.benchmarks.stack import (
     RESULTS,
     LoggedProcess,
+    Profiler,
     _service_cpu,
+    _wait_port,
     child_env,
     cpu_seconds,
     machine_busy_pct,
@@ -258,6 +260,24 @@ def measure(
     }
 
 
+class CheckoutProcess(LoggedProcess):
+    """A web process of another checkout (``--baseline``): started in its directory."""
+
+    def __init__(
+        self, argv: list[str], port: int, env: dict[str, str], log: Path, root: Path
+    ) -> None:
+        super().__init__(argv, port, env, log)
+        self.root = root
+
+    def start(self) -> CheckoutProcess:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=self.root, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        _wait_port(self.port, self.proc)
+        return self
+
+
 def web_process(module: str, app: str, port: int, env: dict[str, str], name: str) -> LoggedProcess:
     """``python -m <module> -b 127.0.0.1 -p <port> <app>`` (daphne's command line), started."""
     argv = [sys.executable, "-m", module, "-b", HOST, "-p", str(port), app]
@@ -271,6 +291,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--emails", type=int, default=500)
     parser.add_argument("--only", choices=KINDS, action="append")
     parser.add_argument("--report-only", action="store_true", help="never exit 1")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another commit (git archive): its web process is measured too, "
+        "alternating with ours, for an A/B of a change (CPU per request)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="py-spy our web process during its first round of each kind "
+        "(results/rest-profile-*.txt; summarise with python -m tests.benchmarks.profiles)",
+    )
     args = parser.parse_args(argv)
     base_url = os.environ.get("DATABASE_URL") or database.DEFAULT_DATABASE_URL
     redis_url = os.environ.get("REDIS_URL") or database.DEFAULT_REDIS_URL
@@ -307,20 +339,40 @@ def main(argv: list[str] | None = None) -> int:
         )
         procs.append(reference)
         check_same(ours_port, reference_port, fixtures.key, email_ids)
+        targets = {"ours": (ours, ours_port), "reference": (reference, reference_port)}
+        if args.baseline is not None:
+            baseline_port = free_port()
+            baseline_env = dict(env, PYTHONPATH=str(args.baseline))
+            argv = [sys.executable, "-m", "config.web", "-b", HOST, "-p", str(baseline_port)]
+            baseline = CheckoutProcess(
+                [*argv, "config.asgi:application"],
+                baseline_port,
+                baseline_env,
+                RESULTS / "web-baseline.log",
+                args.baseline,
+            ).start()
+            procs.append(baseline)
+            targets["baseline"] = (baseline, baseline_port)
         workdir = Path(tempfile.mkdtemp(prefix="rest-bench-"))
         ids, script = workdir / "ids", workdir / "script.lua"
         ids.write_text("\n".join(email_ids) + "\n")
         script.write_text(WRK_SCRIPT)
-        targets = {"ours": (ours, ours_port), "reference": (reference, reference_port)}
         for kind in kinds:
-            rounds[kind] = {"ours": [], "reference": []}
+            rounds[kind] = {name: [] for name in targets}
             for _proc, port in targets.values():  # warm both
                 load(port, fixtures.key, kind, ids, script, 2.0, CLIENTS)
             for number in range(args.rounds):
                 order = list(targets) if number % 2 == 0 else list(reversed(targets))
                 for name in order:
                     proc, port = targets[name]
+                    profiler = None
+                    if args.profile and name == "ours" and number == 0:
+                        slug = "".join(c if c.isalnum() else "-" for c in kind.lower())
+                        out = RESULTS / f"rest-profile-{slug.strip('-')}.txt"
+                        profiler = Profiler(proc.pid, out, rate=200)
                     r = measure(proc.pid, port, fixtures.key, kind, ids, script, args.seconds)
+                    if profiler is not None:
+                        log(f"profile: {profiler.stop()}")
                     rounds[kind][name].append(r)
                     log(
                         f"{kind} {name}: {r['rate']:.0f}/s p50 {r['p50_ms']:.1f} ms p99 "
@@ -344,10 +396,25 @@ def _median(rows: list[dict[str, float]]) -> dict[str, float]:
 def report(rounds: dict[str, Any], args: argparse.Namespace, busy: float) -> int:
     results: dict[str, Any] = {}
     missed = []
+    lines_ab = [
+        "",
+        "A/B (--baseline = A, this tree = B):",
+        "",
+        "| request | A req/s | B req/s | A web CPU/req | B web CPU/req | A PostgreSQL CPU/req "
+        "| B PostgreSQL CPU/req |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for kind, by in rounds.items():
         ours, reference = _median(by["ours"]), _median(by["reference"])
         ratio = round(ours["rate"] / reference["rate"], 3) if reference["rate"] else 0.0
         service = lambda r: r["pg_cpu_ms"] + r["redis_cpu_ms"]  # noqa: E731
+        if "baseline" in by:
+            baseline = _median(by["baseline"])
+            lines_ab.append(
+                f"| `{kind}` | {baseline['rate']:,.0f}/s | {ours['rate']:,.0f}/s "
+                f"| {baseline['web_cpu_ms']:.2f} ms | {ours['web_cpu_ms']:.2f} ms "
+                f"| {baseline['pg_cpu_ms']:.2f} ms | {ours['pg_cpu_ms']:.2f} ms |"
+            )
         results[kind] = {
             "ours": ours,
             "reference": reference,
@@ -383,6 +450,8 @@ def report(rounds: dict[str, Any], args: argparse.Namespace, busy: float) -> int
             f"{f['web_cpu_ms']:.2f} ms | {o['pg_cpu_ms']:.2f} + {o['redis_cpu_ms']:.2f} / "
             f"{f['pg_cpu_ms']:.2f} + {f['redis_cpu_ms']:.2f} ms |"
         )
+    if args.baseline is not None:
+        lines += lines_ab
     lines += [
         "",
         "Redis is the machine's shared server: its CPU counts every client of it in the window.",
