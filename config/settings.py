@@ -416,7 +416,7 @@ REST_FRAMEWORK = {
         "config.api.query.KnownQueryOnly",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["apikeys.throttling.KeyRateThrottle"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["config.api.renderers.JsonRenderer"],
     "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "config.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.api.schema.ScopedAutoSchema",
