@@ -143,7 +143,6 @@ class _EmailBase(serializers.Serializer):
             for row in email.email_labels.all()
         ]
 
-
     def base(self, email: Any) -> dict[str, Any]:
         """The fields of this class as DRF writes them (config.api.represent), ``from`` left
         for the end (``get_fields`` puts it last)."""
