@@ -26,6 +26,7 @@ import json
 import os
 import random
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -48,7 +49,7 @@ from tests.benchmarks.stack import (
     cpu_seconds,
     machine_busy_pct,
 )
-from tests.live import free_port
+from tests.live import ROOT, free_port
 
 CLIENTS = 50
 
@@ -240,13 +241,14 @@ def load(
 
 
 def measure(
-    pid: int, port: int, key: str, kind: str, ids: Path, script: Path, seconds: float
+    pids: list[int], port: int, key: str, kind: str, ids: Path, script: Path, seconds: float
 ) -> dict[str, float]:
-    web, services = cpu_seconds(pid), _service_cpu(database.BENCH_DB)
+    web, services = sum(map(cpu_seconds, pids)), _service_cpu(database.BENCH_DB)
     window = load(port, key, kind, ids, script, seconds, CLIENTS)
-    web = cpu_seconds(pid) - web
+    web = sum(map(cpu_seconds, pids)) - web
+    after = _service_cpu(database.BENCH_DB)
     used = {"postgres": 0.0, "redis": 0.0}
-    for service_pid, (name, seconds_so_far) in _service_cpu(database.BENCH_DB).items():
+    for service_pid, (name, seconds_so_far) in after.items():
         used[name] += seconds_so_far - services.get(service_pid, (name, 0.0))[1]
     n = max(1, window["requests"])
     return {
@@ -257,7 +259,52 @@ def measure(
         "web_cpu_ms": 1000 * web / n,
         "pg_cpu_ms": 1000 * used["postgres"] / n,
         "redis_cpu_ms": 1000 * used["redis"] / n,
+        "pg_backends": sum(1 for name, _ in after.values() if name == "postgres"),
     }
+
+
+class SharedSocketProcess(LoggedProcess):
+    """A web process serving a listening socket its parent opened (daphne's ``--fd``): N of
+    them on one port, the kernel handing each accepted connection to one of them."""
+
+    def __init__(self, argv: list[str], port: int, env: dict[str, str], log: Path, fd: int) -> None:
+        super().__init__(argv, port, env, log)
+        self.fd = fd
+
+    def start(self) -> SharedSocketProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                pass_fds=(self.fd,),
+            )
+        return self
+
+
+def shared_web(count: int, env: dict[str, str]) -> tuple[list[LoggedProcess], int, socket.socket]:
+    """``count`` web processes on one port (a socket bound here, inherited by each)."""
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind((HOST, 0))
+    listener.listen(1024)
+    listener.set_inheritable(True)
+    port, fd = listener.getsockname()[1], listener.fileno()
+    argv = [sys.executable, "-m", "config.web", "--fd", str(fd), "config.asgi:application"]
+    procs: list[LoggedProcess] = [
+        SharedSocketProcess(argv, port, env, RESULTS / f"web-{n}.log", fd).start()
+        for n in range(count)
+    ]
+    deadline = time.monotonic() + 60
+    for proc in procs:  # each has logged that it listens
+        while b"Listening on" not in proc.log.read_bytes() if proc.log.exists() else True:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the web processes did not start")
+            time.sleep(0.2)
+    return procs, port, listener
 
 
 class CheckoutProcess(LoggedProcess):
@@ -292,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=KINDS, action="append")
     parser.add_argument("--report-only", action="store_true", help="never exit 1")
     parser.add_argument(
+        "--web-processes",
+        type=int,
+        default=1,
+        help="ours as N web processes on one port (one socket, daphne --fd); CPU is their sum",
+    )
+    parser.add_argument(
         "--baseline",
         type=Path,
         help="a checkout of another commit (git archive): its web process is measured too, "
@@ -321,8 +374,16 @@ def main(argv: list[str] | None = None) -> int:
         fixtures = database.create_fixtures(200)
         email_ids = seed_emails(fixtures, args.emails)
         ours_port, reference_port = free_port(), free_port()
-        ours = web_process("config.web", "config.asgi:application", ours_port, env, "web")
-        procs.append(ours)
+        if args.web_processes > 1:
+            for n in range(args.web_processes):
+                (RESULTS / f"web-{n}.log").unlink(missing_ok=True)
+            ours_all, ours_port, _listener = shared_web(args.web_processes, env)
+            ours = ours_all[0]
+            procs += ours_all
+        else:
+            ours = web_process("config.web", "config.asgi:application", ours_port, env, "web")
+            ours_all = [ours]
+            procs.append(ours)
         probe = json.loads(fetch(ours_port, fixtures.key, "POST", "/api/v1/inboxes", b"{}"))
         reference_env = dict(
             env,
@@ -339,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         procs.append(reference)
         check_same(ours_port, reference_port, fixtures.key, email_ids)
-        targets = {"ours": (ours, ours_port), "reference": (reference, reference_port)}
+        targets = {"ours": (ours_all, ours_port), "reference": ([reference], reference_port)}
         if args.baseline is not None:
             baseline_port = free_port()
             baseline_env = dict(env, PYTHONPATH=str(args.baseline))
@@ -352,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.baseline,
             ).start()
             procs.append(baseline)
-            targets["baseline"] = (baseline, baseline_port)
+            targets["baseline"] = ([baseline], baseline_port)
         workdir = Path(tempfile.mkdtemp(prefix="rest-bench-"))
         ids, script = workdir / "ids", workdir / "script.lua"
         ids.write_text("\n".join(email_ids) + "\n")
@@ -369,15 +430,17 @@ def main(argv: list[str] | None = None) -> int:
                     if args.profile and name == "ours" and number == 0:
                         slug = "".join(c if c.isalnum() else "-" for c in kind.lower())
                         out = RESULTS / f"rest-profile-{slug.strip('-')}.txt"
-                        profiler = Profiler(proc.pid, out, rate=200)
-                    r = measure(proc.pid, port, fixtures.key, kind, ids, script, args.seconds)
+                        profiler = Profiler(proc[0].pid, out, rate=200)
+                    pids = [p.pid for p in proc]
+                    r = measure(pids, port, fixtures.key, kind, ids, script, args.seconds)
                     if profiler is not None:
                         log(f"profile: {profiler.stop()}")
                     rounds[kind][name].append(r)
                     log(
                         f"{kind} {name}: {r['rate']:.0f}/s p50 {r['p50_ms']:.1f} ms p99 "
                         f"{r['p99_ms']:.1f} ms web {r['web_cpu_ms']:.2f} ms/req pg "
-                        f"{r['pg_cpu_ms']:.2f} redis {r['redis_cpu_ms']:.2f} errors {r['errors']}"
+                        f"{r['pg_cpu_ms']:.2f} redis {r['redis_cpu_ms']:.2f} errors {r['errors']} "
+                        f"pg backends {r['pg_backends']}"
                     )
     finally:
         for proc in procs:
@@ -432,8 +495,9 @@ def report(rounds: dict[str, Any], args: argparse.Namespace, busy: float) -> int
             missed.append(kind)
     lines = [
         f"REST against the bare reference, {time.strftime('%Y-%m-%d')}: {CLIENTS} concurrent "
-        f"keep-alive clients ({'wrk' if shutil.which('wrk') else 'asyncio client'}), one web "
-        f"process each (daphne), {args.rounds} alternating rounds of {args.seconds:g} s, medians; "
+        f"keep-alive clients ({'wrk' if shutil.which('wrk') else 'asyncio client'}), "
+        f"{args.web_processes} web process(es) of ours on one port, one of the reference (daphne), "
+        f"{args.rounds} alternating rounds of {args.seconds:g} s, medians; "
         f"machine {busy:.0f} % busy before the run.",
         "",
         "| request | ours | reference | ours ÷ reference (target ≥ 0.35) | p50 / p99 ours "
