@@ -6,6 +6,9 @@ import sys
 
 
 def main() -> None:
+    from config.startup import starting
+
+    starting()  # the collector runs rarely while Django is set up (config/startup.py)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
 

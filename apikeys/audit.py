@@ -54,6 +54,8 @@ ACTIONS: frozenset[str] = frozenset(
         "webhook.updated",
         "webhook.deleted",
         "inbox.deleted",
+        "smtp_credential.created",
+        "smtp_credential.revoked",
         "outbox.approved",
         "outbox.rejected",
         "user.signed_in",
@@ -80,6 +82,7 @@ FIELDS: Mapping[str, frozenset[str]] = {
     "label": frozenset({"key", "name", "color", "instructions", "threshold", "rules", "enabled"}),
     "webhook": frozenset({"url", "events", "inbox_ids", "label_keys", "enabled"}),
     "inbox": frozenset({"address"}),
+    "smtp_credential": frozenset({"username", "name", "inbox"}),
     "outbox_item": frozenset({"to", "subject", "note", "edited"}),
     "user": frozenset(),
 }

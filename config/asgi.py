@@ -13,7 +13,10 @@ import gc
 import os
 from typing import Any
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
+
+from config.startup import started
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
@@ -75,6 +78,10 @@ application = ProtocolTypeRouter(
 )
 
 # Everything loaded so far (modules, URL map, settings) lives as long as the process: keep it out
-# of the garbage collector's full passes, which otherwise stall every waiter for tens of ms.
+# of the garbage collector's full passes, which otherwise stall every waiter for tens of ms. And
+# make those passes rare (settings.WEB_GC_THRESHOLDS): with Python's thresholds, the objects of
+# requests in flight reach the old generation and trigger a full pass every few seconds.
 gc.collect()
 gc.freeze()
+started()  # forget the start-up's thresholds (config/startup.py) for the web process's own:
+gc.set_threshold(*settings.WEB_GC_THRESHOLDS)

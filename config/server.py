@@ -122,6 +122,9 @@ def _password(data_dir: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console command: parse, set the environment, migrate, bootstrap, serve."""
+    from config.startup import starting
+
+    starting()  # the collector runs rarely until the server is loaded (config/startup.py)
     options = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _stop_before_serving)
     data_dir = Path(options.data_dir).expanduser().absolute()
@@ -138,12 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from django.core.management import call_command
     from django.core.management.base import CommandError
 
+    from config.migrate import migrate_if_needed
+
     django.setup()
     owner = f"admin@{options.domain}"
     password = _password(data_dir)
     try:
         print(f"pigeonhole-server: migrating {data_dir / 'pigeonhole.sqlite3'}", flush=True)
-        call_command("migrate", interactive=False, verbosity=0)
+        migrate_if_needed(verbosity=0)
         out = io.StringIO()
         call_command(
             "bootstrap",

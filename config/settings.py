@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 CONFIG_DIR = Path(__file__).resolve().parent
 BASE_DIR = CONFIG_DIR.parent  # the checkout, or site-packages when installed from the wheel
@@ -256,9 +257,13 @@ RESERVED_LOCAL_PARTS = [
 ]
 # An SMTP session that sends nothing for this long is closed (RFC 5321 4.5.3.2.7: 5 minutes).
 SMTP_IDLE_TIMEOUT = env.float("SMTP_IDLE_TIMEOUT", default=300.0)
-# Who writes the smtpd's batches of mail (mail/smtpd/writer.py): a process of its own next to each
-# smtpd process on PostgreSQL, a thread of the smtpd in embedded mode (SQLite has one writer).
-SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "process")
+# Who writes the smtpd's batches of mail (mail/smtpd/writer.py): on PostgreSQL one process shared
+# by the host's smtpds (shared; mail/smtpd/shared.py) or one next to each smtpd (process); a
+# thread of the smtpd in embedded mode (SQLite has one writer).
+SMTP_WRITER = env.str("SMTP_WRITER", default="thread" if EMBEDDED_DB else "shared")
+# Where the shared writer's socket and lock file live (a directory only this user may enter);
+# empty: $XDG_RUNTIME_DIR/pigeonhole, else <tmp>/pigeonhole-<uid>.
+SMTP_WRITER_DIR = env.str("SMTP_WRITER_DIR", default="")
 # TLS of the SMTP receiver: a PEM certificate (chain) and its key. Set: STARTTLS is offered on
 # SMTP_PORT, and SMTPS_PORT (unset: off) takes implicit TLS. Unset: no STARTTLS, except in
 # embedded mode (manage.py serve), which makes a self-signed pair under var/tls/ at first start.
@@ -267,11 +272,29 @@ SMTP_TLS_KEY = env.str("SMTP_TLS_KEY", default="")
 SMTPS_PORT = env.int("SMTPS_PORT", default=None)
 # Concurrent SMTP sessions per client IP address; the next one gets 421 and is closed.
 SMTP_MAX_CONNECTIONS_PER_IP = env.int("SMTP_MAX_CONNECTIONS_PER_IP", default=50)
+# SMTP AUTH with an inbox's sandbox credentials (mail/smtpd/auth.py): offered only over TLS
+# (STARTTLS or SMTPS_PORT) unless this allows it in plain text, as embedded mode does for local
+# development. Failed AUTHs are counted per client IP and per username; past the limit within
+# the window, AUTH answers 454 4.7.0 until the window ends.
+SMTP_AUTH_ALLOW_PLAINTEXT = env.bool("SMTP_AUTH_ALLOW_PLAINTEXT", default=EMBEDDED_DB)
+SMTP_AUTH_FAILURE_LIMIT = env.int("SMTP_AUTH_FAILURE_LIMIT", default=10)
+SMTP_AUTH_FAILURE_WINDOW = env.int("SMTP_AUTH_FAILURE_WINDOW", default=900)  # seconds
 # Largest API request body. The biggest documented body (send: text up to 1,000,000 and html up
 # to 2,000,000 characters) is 18 MB at six bytes a character (JSON \u escapes); larger bodies
 # get 413 payload_too_large.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("API_MAX_BODY_BYTES", default=20 * 1024 * 1024)
 RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
+# The web process's garbage-collector thresholds (config/asgi.py: gc.set_threshold): young,
+# middle, old. Python's defaults (700, 10, 10) promote the objects of every request in flight to
+# the old generation, and with hundreds of parked waits (an MCP call holds about 200 KB of
+# objects) the full collections that follow stalled every answer for 50-150 ms several times a
+# minute. With a young threshold of 50,000 a request's objects die before their first collection,
+# and full collections become rare (docs/operations.md).
+WEB_GC_THRESHOLDS = tuple(
+    int(n) for n in env.list("WEB_GC_THRESHOLDS", default=["50000", "20", "100"])
+)
+if len(WEB_GC_THRESHOLDS) != 3 or min(WEB_GC_THRESHOLDS) < 1:
+    raise ImproperlyConfigured("WEB_GC_THRESHOLDS: three positive integers, e.g. 50000,20,100")
 # Open streams and waits (wait, stream, outbox ?wait=) one key or session may hold at once, across
 # every web process; the next one gets 429 rate_limited.
 MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)
@@ -280,6 +303,9 @@ MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)
 # tester run) after PATTERN_BUDGET_MS together. A stopped search counts as no match.
 PATTERN_TIMEOUT_MS = env.int("PATTERN_TIMEOUT_MS", default=50)
 PATTERN_BUDGET_MS = env.int("PATTERN_BUDGET_MS", default=250)
+# A list filtered by ``q`` (mail.selectors.search_time_limit): its database work stops after this
+# long with a 400 on ``q`` (unindexed terms such as header: read every email of a workspace).
+SEARCH_TIMEOUT_MS = env.int("SEARCH_TIMEOUT_MS", default=3000)
 WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=EMBEDDED_DB)
 WEBHOOK_RETRY_SCHEDULE = [
     int(s) for s in env.list("WEBHOOK_RETRY_SCHEDULE", default=["10", "40", "180", "660", "2580"])

@@ -210,4 +210,7 @@ class WebCommandLine(CommandLineInterface):
 
 
 if __name__ == "__main__":
+    from config.startup import starting
+
+    starting()  # the collector runs rarely until config.asgi is loaded (config/startup.py)
     WebCommandLine.entrypoint()

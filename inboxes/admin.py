@@ -24,7 +24,7 @@ from apikeys.models import effective_scopes
 from apikeys.principal import Principal
 from config.api.errors import ApiError
 from inboxes import services
-from inboxes.models import Domain, Inbox
+from inboxes.models import Domain, Inbox, SmtpCredential
 from inboxes.services import OPERATOR_ROLE, inbox_delete, inbox_update
 
 
@@ -197,3 +197,32 @@ class InboxAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Inbox]) -> None:
         for inbox in queryset:
             inbox_delete(inbox=inbox, by=actor_of(request))
+
+
+@admin.register(SmtpCredential)
+class SmtpCredentialAdmin(admin.ModelAdmin):
+    """Sandbox SMTP credentials: seen and revoked here, made only by the API or the dashboard
+    (the password is shown once, there); the digest is never shown."""
+
+    list_display = ["username", "id", "inbox", "workspace", "name", "last_used_at", "revoked_at"]
+    list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
+    list_select_related = ["inbox", "workspace"]
+    search_fields = ["username", "id", "name", "inbox__address", "workspace__name"]
+    exclude = ["digest"]
+    readonly_fields = ["id", "workspace", "inbox", "name", "username", "created_at"]
+    readonly_fields += ["last_used_at", "revoked_at"]
+    date_hierarchy = "created_at"
+    ordering = ["-created_at"]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # POST /inboxes/{id}/smtp-credentials or the inbox's page
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # revoked (audited), never deleted: the row says when
+
+    @admin.action(description="Revoke the selected SMTP credentials")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[SmtpCredential]) -> None:
+        for credential in queryset.filter(revoked_at__isnull=True):
+            services.smtp_credential_revoke(credential=credential, by=actor_of(request))
+        messages.success(request, "Revoked.")

@@ -21,6 +21,10 @@ from inboxes.serializers import (
     InboxListQuery,
     InboxOut,
     InboxUpdateIn,
+    SmtpCredentialCreatedOut,
+    SmtpCredentialCreateIn,
+    SmtpCredentialListQuery,
+    SmtpCredentialOut,
 )
 
 _NEW_INBOX = "$response.body#/id"
@@ -186,3 +190,93 @@ class InboxApi(APIView):
         deleted_id = inbox.pk
         services.inbox_delete(inbox=inbox, by=actor_of(request))
         return Response({"deleted": True, "id": deleted_id})
+
+
+CREDENTIAL_ID = OpenApiParameter(
+    "credential_id", str, OpenApiParameter.PATH, description="The credential's id (smc_…)."
+)
+SANDBOX_HELP = (
+    "A sandbox SMTP credential lets an application under test send through the SMTP receiver "
+    "with AUTH PLAIN or LOGIN (over STARTTLS or the implicit-TLS port; in plain text only where "
+    "`smtp.plaintext_auth` says so) to **any** recipients: each message is stored once in this "
+    "inbox, with every envelope recipient in the email's `envelope_recipients`, and goes through "
+    "the same pipeline as other mail (extraction, labels, events, webhooks, waits); nothing is "
+    "ever relayed. The inbox's `smtp_faults` apply to that mail too, as to mail for its address. "
+    "Wrong credentials get `535 5.7.8`; after `SMTP_AUTH_FAILURE_LIMIT` failures from one IP "
+    "or for one username within `SMTP_AUTH_FAILURE_WINDOW` seconds, AUTH answers `454 4.7.0` "
+    "until the window ends."
+)
+
+
+class SmtpCredentialsApi(APIView):
+    scopes = {"GET": "read", "POST": "write"}
+    errors = {"POST": [LimitReached]}
+    links = {
+        "POST": {
+            "RevokeSmtpCredential": link(
+                "revokeSmtpCredential",
+                "Revoke it.",
+                inbox_id="$request.path.inbox_id",
+                credential_id="$response.body#/id",
+            )
+        }
+    }
+    tags = ["Inboxes"]
+    query = {"GET": SmtpCredentialListQuery}
+
+    @extend_schema(
+        operation_id="listSmtpCredentials",
+        summary="List an inbox's sandbox SMTP credentials",
+        parameters=[INBOX_ID],
+        responses=page_of(SmtpCredentialOut),
+        description="The inbox's active credentials, newest first, without passwords (the "
+        "password is in the create response only), each with the SMTP settings an "
+        "application needs. Revoked credentials are left out. " + SANDBOX_HELP,
+    )
+    def get(self, request: Request, inbox_id: str) -> Response:
+        inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
+        query = parse_query(SmtpCredentialListQuery, request)
+        return page_response(selectors.smtp_credential_list(inbox), query, SmtpCredentialOut)
+
+    @extend_schema(
+        operation_id="createSmtpCredential",
+        summary="Create a sandbox SMTP credential",
+        parameters=[INBOX_ID],
+        request=SmtpCredentialCreateIn,
+        responses=SmtpCredentialCreatedOut,
+        description="Creates a username and password for SMTP AUTH; the password is in "
+        "`password`, in this response only (only its digest is stored). `smtp` gives the host, "
+        "ports and TLS to configure. 429 limit_reached beyond 10 active credentials per inbox. "
+        + SANDBOX_HELP,
+    )
+    def post(self, request: Request, inbox_id: str) -> Response:
+        inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
+        body = SmtpCredentialCreateIn(data=request.data)
+        body.is_valid(raise_exception=True)
+        created = services.smtp_credential_create(
+            inbox=inbox, name=body.validated_data["name"], by=actor_of(request)
+        )
+        return Response(
+            {**SmtpCredentialOut(created.credential).data, "password": created.password}
+        )
+
+
+class SmtpCredentialApi(APIView):
+    scopes = {"DELETE": "write"}
+    tags = ["Inboxes"]
+
+    @extend_schema(
+        operation_id="revokeSmtpCredential",
+        summary="Revoke a sandbox SMTP credential",
+        parameters=[INBOX_ID, CREDENTIAL_ID],
+        responses={200: DeletedOut},
+        description="Revokes the credential at once: the next AUTH with it gets `535 5.7.8`, "
+        "and a message of a session that authenticated with it before is refused (`550 5.7.8`) "
+        "rather than stored. 404 not_found for a credential that is not this inbox's or is "
+        "revoked already.",
+    )
+    def delete(self, request: Request, inbox_id: str, credential_id: str) -> Response:
+        inbox = selectors.inbox_get(request.auth.workspace, inbox_id)
+        credential = selectors.smtp_credential_get(inbox, credential_id)
+        services.smtp_credential_revoke(credential=credential, by=actor_of(request))
+        return Response({"deleted": True, "id": credential.pk})

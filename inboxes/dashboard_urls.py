@@ -12,6 +12,16 @@ urlpatterns = [
     path("inboxes/<str:inbox_id>/lifetime/", views.inbox_lifetime, name="inbox_lifetime"),
     path("inboxes/<str:inbox_id>/smtp-faults/", views.inbox_smtp_faults, name="inbox_smtp_faults"),
     path("inboxes/<str:inbox_id>/delete/", views.inbox_delete, name="inbox_delete"),
+    path(
+        "inboxes/<str:inbox_id>/smtp-credentials/",
+        views.smtp_credential_create,
+        name="smtp_credential_create",
+    ),
+    path(
+        "inboxes/<str:inbox_id>/smtp-credentials/<str:credential_id>/revoke/",
+        views.smtp_credential_revoke,
+        name="smtp_credential_revoke",
+    ),
     path("domains/", views.domain_list, name="domain_list"),
     path("domains/add/", views.domain_add, name="domain_add"),
     path("domains/<str:domain>/verify/", views.domain_verify, name="domain_verify"),

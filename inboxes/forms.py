@@ -14,6 +14,7 @@ from django import forms
 
 from apikeys.models import Workspace
 from config.api.errors import flatten_issues
+from config.api.inputs import LINE_BREAKING
 from inboxes.models import Overflow
 from inboxes.selectors import domain_list
 from inboxes.serializers import InboxCreateIn, InboxUpdateIn
@@ -215,3 +216,15 @@ class InboxFaultsForm(forms.Form):
                 [f"{issue['path']}: {issue['message']}" for issue in flatten_issues(body.errors)]
             )
         return list(body.validated_data["smtp_faults"])
+
+
+class SmtpCredentialForm(forms.Form):
+    """A new sandbox SMTP credential: an optional note (which application uses it)."""
+
+    name = forms.CharField(required=False, max_length=200, label="Note (optional)")
+
+    def clean_name(self) -> str:
+        name = self.cleaned_data["name"].strip()
+        if any(ch in LINE_BREAKING for ch in name):
+            raise forms.ValidationError("Must be one line without control characters.")
+        return name

@@ -235,3 +235,48 @@ class Inbox(models.Model):
     @property
     def status(self) -> str:
         return "expired" if self.is_expired() else "active"
+
+
+def _smc_id() -> str:
+    return new_id("smc")
+
+
+class SmtpCredential(models.Model):
+    """A sandbox SMTP login of one inbox: a client that authenticates with it (AUTH PLAIN or
+    LOGIN at the SMTP receiver) may address any recipients, and each message is stored once in
+    this inbox with every envelope recipient recorded, never relayed (docs/api.md).
+
+    The password is shown once, when the credential is made; only its SHA-256 digest is stored
+    (it is a random ``pgs_`` secret, as API keys are ``pgh_`` ones: ``apikeys.tokens``). The
+    username is generated, unique across the instance, and looked up as given (lower case).
+    Revoking sets ``revoked_at``: the receiver looks the credential up at every AUTH and again
+    in the transaction that stores each message, so nothing of it is cached past revocation.
+    """
+
+    id = models.CharField(primary_key=True, max_length=32, default=_smc_id, editable=False)
+    workspace = models.ForeignKey("apikeys.Workspace", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the list index below leads with it.
+    inbox = models.ForeignKey(
+        Inbox, on_delete=models.CASCADE, related_name="smtp_credentials", db_index=False
+    )
+    name = models.CharField(max_length=200, blank=True, default="")
+    # AUTH looks the credential up by this (unique index), then compares the digest in
+    # constant time.
+    username = models.CharField(max_length=64, unique=True, editable=False)
+    digest = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantManager()
+    tenancy = Tenancy("workspace", parents=("inbox",))
+
+    class Meta:
+        verbose_name = "SMTP credential"
+        indexes = [
+            # GET /inboxes/{id}/smtp-credentials: an inbox's credentials, newest first.
+            models.Index(fields=["inbox", "-id"], name="smtpcred_inbox_list"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.username} ({self.inbox_id})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -12,12 +13,15 @@ from django.db import connection
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from apikeys import tokens
 from apikeys.models import Workspace
 from config.api.errors import NotFound
 from config.rows import placeholders, select_rows
 from inboxes.addresses import canonical_address, is_under
 from inboxes.exceptions import InvalidDomain, NoDomain
-from inboxes.models import Domain, Inbox
+from inboxes.models import Domain, Inbox, SmtpCredential
+
+SMTP_PASSWORD_PREFIX = "pgs_"  # sandbox SMTP passwords (apikeys.tokens' format, this prefix)
 
 
 @dataclass(frozen=True)
@@ -326,4 +330,88 @@ def inbox_count_live(workspace: Workspace, now: datetime | None = None) -> int:
         Inbox.objects.filter(workspace=workspace)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .count()
+    )
+
+
+# --- sandbox SMTP credentials -------------------------------------------------------------------
+
+# Compared against when a username is unknown, so that a wrong username costs what a wrong
+# password does.
+_NO_DIGEST = "0" * 64
+
+
+def smtp_credential_list(inbox: Inbox) -> QuerySet[SmtpCredential]:
+    """The inbox's credentials that are not revoked, newest first."""
+    return SmtpCredential.objects.filter(
+        workspace_id=inbox.workspace_id, inbox=inbox, revoked_at__isnull=True
+    ).order_by("-id")
+
+
+def smtp_credential_get(inbox: Inbox, credential_id: str) -> SmtpCredential:
+    """One active credential of the inbox, else not_found (whatever the reason)."""
+    credential = smtp_credential_list(inbox).filter(pk=credential_id).first()
+    if credential is None:
+        raise NotFound("No such SMTP credential.")
+    return credential
+
+
+def smtp_credential_for_login(username: str, password: str) -> SmtpCredential | None:
+    """The active credential these AUTH credentials name (its inbox loaded), else None.
+
+    Looked up at every AUTH, never cached: a revoked credential fails at once. The password is
+    checked for its shape first (no query for a made-up one), then its digest is compared in
+    constant time; an unknown username costs a comparison too."""
+    name = username.strip().lower()
+    if not name or len(name) > 64 or not tokens.is_well_formed(password, SMTP_PASSWORD_PREFIX):
+        return None
+    # Authentication: the username names its workspace, so the lookup is across all of them.
+    credential = (
+        SmtpCredential.objects.unscoped()
+        .select_related("inbox")
+        .filter(username=name, revoked_at__isnull=True)
+        .first()
+    )
+    wanted = tokens.digest(password)
+    if not hmac.compare_digest(credential.digest if credential else _NO_DIGEST, wanted):
+        return None
+    return credential
+
+
+def smtp_credential_inboxes(credential_ids: Iterable[str]) -> dict[str, str]:
+    """Credential id -> its inbox id, for those of ``credential_ids`` still active (the receive
+    pipeline asks in the transaction that stores their mail)."""
+    # The receive path: credentials by primary key, across workspaces (the credential is the
+    # tenant proof, checked at AUTH).
+    rows = (
+        SmtpCredential.objects.unscoped()
+        .filter(pk__in=list(credential_ids), revoked_at__isnull=True)
+        .values_list("pk", "inbox_id")
+    )
+    return dict(rows)
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    """What an application needs besides the username and password to send through the SMTP
+    receiver with a sandbox credential."""
+
+    host: str
+    port: int
+    starttls: bool
+    smtps_port: int | None
+    plaintext_auth: bool
+    mechanisms: tuple[str, ...] = ("PLAIN", "LOGIN")
+
+
+def smtp_settings() -> SmtpSettings:
+    """The receiver's host, ports and TLS as configured (``SMTP_HOSTNAME``, ``SMTP_PORT``,
+    ``SMTP_TLS_CERT``, ``SMTPS_PORT``, ``SMTP_AUTH_ALLOW_PLAINTEXT``); embedded mode always
+    offers STARTTLS (its self-signed certificate)."""
+    tls = bool(settings.SMTP_TLS_CERT) or settings.EMBEDDED_DB
+    return SmtpSettings(
+        host=settings.SMTP_HOSTNAME,
+        port=settings.SMTP_PORT,
+        starttls=tls,
+        smtps_port=settings.SMTPS_PORT if tls else None,
+        plaintext_auth=bool(settings.SMTP_AUTH_ALLOW_PLAINTEXT),
     )

@@ -13,7 +13,7 @@ from config.api.query import PageQuery
 from config.api.represent import boolean, dt, integer, text, texts
 from inboxes.addresses import DOMAIN_RE, is_valid_local_part
 from inboxes.models import CheckResult, Overflow
-from inboxes.selectors import DomainInfo
+from inboxes.selectors import DomainInfo, smtp_settings
 from inboxes.services import MAX_TTL_MINUTES
 
 
@@ -362,3 +362,66 @@ def smtp_fault(fault: dict[str, Any]) -> dict[str, Any]:
             out[name] = integer(fault[name])
     out["delay_ms"] = integer(fault["delay_ms"])
     return out
+
+
+class SmtpCredentialCreateIn(JsonIn):
+    name = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=200,
+        validators=[single_line],
+        help_text="A note of yours: which application or test uses it.",
+    )
+
+
+class SmtpCredentialListQuery(PageQuery):
+    default_limit = 50
+    max_limit = 200
+
+
+class SmtpSettingsOut(serializers.Serializer):
+    """How an application reaches the SMTP receiver with the credential."""
+
+    host = serializers.CharField(help_text="The SMTP server's host name (`SMTP_HOSTNAME`).")
+    port = serializers.IntegerField(help_text="The SMTP port (`SMTP_PORT`); STARTTLS there.")
+    starttls = serializers.BooleanField(
+        help_text="Whether the SMTP port offers STARTTLS (a certificate is configured, or "
+        "embedded mode's self-signed one)."
+    )
+    smtps_port = serializers.IntegerField(
+        allow_null=True, help_text="The implicit-TLS port (`SMTPS_PORT`), null when there is none."
+    )
+    plaintext_auth = serializers.BooleanField(
+        help_text="Whether AUTH is accepted without TLS (`SMTP_AUTH_ALLOW_PLAINTEXT`; embedded "
+        "mode). Otherwise authenticate after STARTTLS or on the implicit-TLS port."
+    )
+    mechanisms = serializers.ListField(
+        child=serializers.ChoiceField(choices=["PLAIN", "LOGIN"]),
+        help_text="The AUTH mechanisms offered.",
+    )
+
+
+class SmtpCredentialOut(serializers.Serializer):
+    id = serializers.CharField()
+    inbox_id = serializers.CharField()
+    name = serializers.CharField()
+    username = serializers.CharField(
+        help_text="The SMTP AUTH username: generated from the inbox's local part, unique."
+    )
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(
+        allow_null=True, help_text="The last successful AUTH (to the minute)."
+    )
+    smtp = serializers.SerializerMethodField()
+
+    @extend_schema_field(SmtpSettingsOut)
+    def get_smtp(self, credential: Any) -> dict[str, Any]:
+        return SmtpSettingsOut(self.context.get("smtp") or smtp_settings()).data
+
+
+class SmtpCredentialCreatedOut(SmtpCredentialOut):
+    password = serializers.CharField(
+        help_text="The SMTP AUTH password (`pgs_…`), in this response only: it is stored as a "
+        "digest and cannot be shown again."
+    )

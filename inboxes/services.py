@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import secrets
+import string
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,7 +15,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from apikeys import audit
+from apikeys import audit, tokens
 from apikeys.audit import Actor, Target
 from apikeys.models import Workspace
 from apikeys.principal import Principal
@@ -27,8 +31,23 @@ from inboxes.addresses import (
     split_address,
 )
 from inboxes.exceptions import AddressTaken, DomainInUse, ForwardNeedsSend, InvalidDomain
-from inboxes.models import VERIFICATION_LABEL, CheckResult, Domain, ForwardSetter, Inbox, Source
-from inboxes.selectors import domain_list, domain_resolve, inbox_count_live
+from inboxes.models import (
+    VERIFICATION_LABEL,
+    CheckResult,
+    Domain,
+    ForwardSetter,
+    Inbox,
+    SmtpCredential,
+    Source,
+)
+from inboxes.selectors import (
+    SMTP_PASSWORD_PREFIX,
+    domain_list,
+    domain_resolve,
+    inbox_count_live,
+    smtp_credential_for_login,
+    smtp_credential_list,
+)
 
 MAX_TTL_MINUTES = 525_600
 DEFAULT_TTL_MINUTES = 60  # an omitted TTL without the permanent-inbox entitlement
@@ -483,3 +502,96 @@ def inboxes_expire_due(*, now: datetime | None = None) -> int:
             )
         count += 1
     return count
+
+
+# --- sandbox SMTP credentials -------------------------------------------------------------------
+
+MAX_SMTP_CREDENTIALS = 10  # active credentials per inbox
+_USERNAME_SUFFIX = string.ascii_lowercase + string.digits
+_LAST_USED_GRANULARITY = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class CreatedSmtpCredential:
+    credential: SmtpCredential
+    password: str
+
+
+def _username_for(inbox: Inbox) -> str:
+    """``<local part, letters, digits and dashes>-<10 random characters>``: recognisable as the
+    inbox's, unguessable, unique in practice (the unique index decides)."""
+    stem = re.sub(r"[^a-z0-9]+", "-", inbox.local_part.lower()).strip("-")[:40] or "inbox"
+    return f"{stem}-{''.join(secrets.choice(_USERNAME_SUFFIX) for _ in range(10))}"
+
+
+def smtp_credential_create(*, inbox: Inbox, name: str = "", by: Actor) -> CreatedSmtpCredential:
+    """A new sandbox SMTP credential of the inbox; the password exists only in the returned
+    value (its SHA-256 digest is stored). 429 ``limit_reached`` beyond
+    ``MAX_SMTP_CREDENTIALS`` active ones."""
+    password = tokens.generate(SMTP_PASSWORD_PREFIX)
+    with transaction.atomic():
+        Inbox.objects.select_for_update().filter(workspace_id=inbox.workspace_id, pk=inbox.pk).get()
+        if smtp_credential_list(inbox).count() >= MAX_SMTP_CREDENTIALS:
+            raise LimitReached(
+                f"An inbox has at most {MAX_SMTP_CREDENTIALS} active SMTP credentials: revoke "
+                "one first."
+            )
+        for attempt in range(5):
+            try:
+                with transaction.atomic():
+                    credential = SmtpCredential.objects.create(
+                        workspace_id=inbox.workspace_id,
+                        inbox=inbox,
+                        name=name,
+                        username=_username_for(inbox),
+                        digest=tokens.digest(password),
+                    )
+                break
+            except IntegrityError:  # the username was taken (never in practice)
+                if attempt == 4:
+                    raise
+        audit.record(
+            workspace=inbox.workspace_id,
+            by=by,
+            action="smtp_credential.created",
+            target=Target("smtp_credential", credential.pk, credential.username),
+            changes={
+                **audit.created(credential, ["username", "name"]),
+                "inbox": {"after": inbox.address},
+            },
+        )
+    return CreatedSmtpCredential(credential=credential, password=password)
+
+
+def smtp_credential_revoke(*, credential: SmtpCredential, by: Actor) -> SmtpCredential:
+    """Revokes the credential at once: the next AUTH with it fails, and mail of a session that
+    authenticated with it before is refused when it would be stored."""
+    with transaction.atomic():
+        revoked = SmtpCredential.objects.filter(
+            workspace_id=credential.workspace_id, pk=credential.pk, revoked_at__isnull=True
+        ).update(revoked_at=timezone.now())
+        if revoked:
+            audit.record(
+                workspace=credential.workspace_id,
+                by=by,
+                action="smtp_credential.revoked",
+                target=Target("smtp_credential", credential.pk, credential.username),
+            )
+    credential.refresh_from_db(fields=["revoked_at"])
+    return credential
+
+
+def smtp_login(*, username: str, password: str) -> SmtpCredential | None:
+    """The SMTP receiver's AUTH: the active credential these name (see
+    ``selectors.smtp_credential_for_login``), its use recorded at most once a minute."""
+    credential = smtp_credential_for_login(username, password)
+    if credential is None:
+        return None
+    now = timezone.now()
+    last = credential.last_used_at
+    if last is None or now - last >= _LAST_USED_GRANULARITY:
+        SmtpCredential.objects.filter(
+            workspace_id=credential.workspace_id, pk=credential.pk
+        ).update(last_used_at=now)
+        credential.last_used_at = now
+    return credential

@@ -4,6 +4,9 @@ Blocking, bounded by ``DNS_TIMEOUT``: it runs in a request thread, a Celery task
 embedded mode's periodic jobs (a worker thread), never on an event loop. The nameserver asked
 is ``DNS_RESOLVER`` (``host:port``, ``[v6]:port`` or ``host``), else the system's resolver.
 No cache: a record just published is seen at the next check.
+
+dnspython is imported by the lookup: every process imports this module (the inbox services do)
+and a domain is checked rarely, in a web request or a job.
 """
 
 from __future__ import annotations
@@ -11,14 +14,15 @@ from __future__ import annotations
 import ipaddress
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import dns.exception
-import dns.name
-import dns.resolver
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from inboxes.models import CheckResult
+
+if TYPE_CHECKING:
+    import dns.resolver
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +57,8 @@ def parse_resolver(value: str) -> tuple[str, int]:
 
 
 def _resolver() -> dns.resolver.Resolver:
+    import dns.resolver
+
     if settings.DNS_RESOLVER:
         host, port = parse_resolver(settings.DNS_RESOLVER)
         resolver = dns.resolver.Resolver(configure=False)
@@ -72,6 +78,10 @@ def _text(rdata: object) -> str:
 
 def lookup(record_name: str, expected: str) -> Lookup:
     """Whether ``record_name`` has a TXT record whose value is exactly ``expected``."""
+    import dns.exception
+    import dns.name
+    import dns.resolver
+
     try:
         resolver = _resolver()
     except ImproperlyConfigured as error:  # the operator's to fix; the domain stays as it is

@@ -29,6 +29,7 @@ from inboxes.forms import (
     InboxFaultsForm,
     InboxLifetimeForm,
     InboxSearchForm,
+    SmtpCredentialForm,
 )
 from inboxes.models import CheckResult, Inbox, Source
 
@@ -175,6 +176,79 @@ def inbox_delete(request: HttpRequest, inbox_id: str) -> HttpResponse:
     services.inbox_delete(inbox=inbox, by=actor_of(request))
     messages.success(request, f"Deleted {address} and all its mail.")
     return redirect("inbox_list")
+
+
+# --- sandbox SMTP credentials -------------------------------------------------------------------
+
+# The password of a credential just created waits here for its one display on the inbox's page
+# (post/redirect/get: a reload never mints a second one), then is popped.
+_CREATED_SMTP_CREDENTIAL = "inboxes.created_smtp_credential"
+
+
+def smtp_credentials_context(request: HttpRequest, inbox: Inbox) -> dict[str, object]:
+    """What the inbox's page shows of its sandbox SMTP credentials: the active ones, the app
+    settings, and the password of one created just now (once; the caller must send the page
+    with never-cache headers when ``smtp_password`` is set)."""
+    credentials = list(selectors.smtp_credential_list(inbox))
+    pending = request.session.get(_CREATED_SMTP_CREDENTIAL)
+    password, created_id = None, None
+    if isinstance(pending, dict) and pending.get("inbox") == inbox.pk:
+        request.session.pop(_CREATED_SMTP_CREDENTIAL)
+        if any(c.pk == pending.get("id") for c in credentials):
+            password, created_id = pending.get("password"), pending.get("id")
+    return {
+        "smtp_credentials": credentials,
+        "smtp_settings": selectors.smtp_settings(),
+        "smtp_password": password,
+        "smtp_created_id": created_id,
+        "smtp_credential_form": SmtpCredentialForm(),
+    }
+
+
+@require_POST
+@member_required()
+def smtp_credential_create(request: HttpRequest, inbox_id: str) -> HttpResponse:
+    """Creates a sandbox SMTP credential (as POST /inboxes/{id}/smtp-credentials); its password
+    is shown once, on the inbox's page."""
+    if not may(request, "write"):
+        return refuse(request, "change inboxes")
+    inbox = inbox_or_404(request, inbox_id)
+    form = SmtpCredentialForm(request.POST)
+    back = reverse("inbox_detail", args=[inbox.pk]) + "#smtp-credentials"
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for error in errors:
+                messages.error(request, f"SMTP credential not created: {error}")
+        return redirect(back)
+    try:
+        created = services.smtp_credential_create(
+            inbox=inbox, name=form.cleaned_data["name"], by=actor_of(request)
+        )
+    except ApiError as error:
+        messages.error(request, error.message)
+        return redirect(back)
+    request.session[_CREATED_SMTP_CREDENTIAL] = {
+        "inbox": inbox.pk,
+        "id": created.credential.pk,
+        "password": created.password,
+    }
+    return redirect(back)
+
+
+@require_POST
+@member_required()
+def smtp_credential_revoke(request: HttpRequest, inbox_id: str, credential_id: str) -> HttpResponse:
+    """Revokes a sandbox SMTP credential (as DELETE /inboxes/{id}/smtp-credentials/{id})."""
+    if not may(request, "write"):
+        return refuse(request, "change inboxes")
+    inbox = inbox_or_404(request, inbox_id)
+    try:
+        credential = selectors.smtp_credential_get(inbox, credential_id)
+    except NotFound:
+        raise Http404("No such SMTP credential.") from None
+    services.smtp_credential_revoke(credential=credential, by=actor_of(request))
+    messages.success(request, f"Revoked the SMTP credential {credential.username}.")
+    return redirect(reverse("inbox_detail", args=[inbox.pk]) + "#smtp-credentials")
 
 
 # --- domains -----------------------------------------------------------------------------------

@@ -57,7 +57,8 @@ def _list(request: Request, query: dict, inbox_ref: str | None) -> Response:
         unread=query.get("unread"),
         since=query.get("since"),
     )
-    return page_response(rows, query, EmailSummaryOut)
+    with selectors.search_time_limit(query.get("q", "")):
+        return page_response(rows, query, EmailSummaryOut)
 
 
 def _download(content: bytes, content_type: str, filename: str) -> HttpResponse:

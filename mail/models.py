@@ -39,6 +39,11 @@ class Email(models.Model):
     message_id = models.CharField(max_length=998, blank=True, default="")
     envelope_from = models.CharField(max_length=320, blank=True, default="")
     envelope_to = models.CharField(max_length=320, blank=True, default="")
+    # Every envelope recipient this copy was stored for: the recipients of the message whose
+    # address is this inbox's (plus tags), or, for mail sent with the inbox's sandbox SMTP
+    # credential, every recipient of the message. Empty on rows stored before the field: the
+    # API then shows ``[envelope_to]``.
+    envelope_recipients = models.JSONField(default=list, blank=True)
     from_address = models.CharField(max_length=320, blank=True, default="")
     from_name = models.CharField(max_length=320, blank=True, default="")
     to = models.JSONField(default=list)

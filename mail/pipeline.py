@@ -67,6 +67,14 @@ INBOX_EXPIRED = Refusal(550, "5.1.1", "Mailbox has expired")
 SENDER_REFUSED = Refusal(550, "5.7.1", "Sender not accepted by this mailbox")
 INBOX_FULL = Refusal(552, "5.2.2", "Mailbox full")
 TOO_LARGE = Refusal(552, "5.3.4", "Message too big")
+# The sandbox credential of the session was revoked (or its inbox deleted) before its mail was
+# stored.
+CREDENTIAL_REVOKED = Refusal(550, "5.7.8", "Authentication credentials no longer valid")
+
+
+# An email records at most this many envelope recipients (the SMTP receiver takes no more in
+# one transaction: mail.smtpd.server.MAX_RECIPIENTS).
+MAX_ENVELOPE_RECIPIENTS = 100
 
 
 @dataclass(frozen=True)
@@ -259,6 +267,9 @@ class Incoming:
     admitted: Mapping[str, str] | None = None
     # The message parsed and extracted already (digested()), else receive_many() does it.
     digest: Digest | None = None
+    # Sent in a session authenticated with this sandbox SMTP credential (an id): the message is
+    # stored once, in the credential's inbox, for every recipient, whatever their addresses.
+    credential: str | None = None
 
 
 def digested(incoming: Incoming) -> Incoming:
@@ -341,13 +352,23 @@ class _Batch:
         afresh; catch-all addresses get their inbox first. An inbox admitted at RCPT is a hint:
         if it has gone since (deleted, perhaps re-created under the same address), the address
         is looked up again."""
-        hints = [dict(m.admitted or {}) for m in self.messages]
+        sandbox = self._sandbox_inboxes()
+        hints = [dict(m.admitted or {}) if m.credential is None else {} for m in self.messages]
         unhinted = {
-            r for m, hinted in zip(self.messages, hints, strict=True) for r in m.rcpt_tos
+            r
+            for m, hinted in zip(self.messages, hints, strict=True)
+            if m.credential is None
+            for r in m.rcpt_tos
         } - {r for hinted in hints for r in hinted}
         found = self._lookup(unhinted) if unhinted else {}  # SMTP admitted them all at RCPT
         inboxes = inbox_selectors.inboxes_locked(
-            sorted({*found.values(), *(pk for hinted in hints for pk in hinted.values())})
+            sorted(
+                {
+                    *found.values(),
+                    *(pk for hinted in hints for pk in hinted.values()),
+                    *sandbox.values(),
+                }
+            )
         )
         stale = {r for hinted in hints for r, pk in hinted.items() if pk not in inboxes}
         if stale:
@@ -358,6 +379,10 @@ class _Batch:
         # longer has) gets nothing: it is left out, so its recipients are unknown here.
         inboxes = inbox_selectors.inboxes_receiving(inboxes)
         for message, hinted in zip(self.messages, hints, strict=True):
+            if message.credential is not None:  # every recipient: the credential's inbox
+                inbox_id = sandbox.get(message.credential)
+                self.targets.append([(r, inbox_id) for r in message.rcpt_tos])
+                continue
             self.targets.append(
                 [
                     (r, hinted[r] if r in hinted and r not in stale else found.get(r))
@@ -365,6 +390,13 @@ class _Batch:
                 ]
             )
         return inboxes
+
+    def _sandbox_inboxes(self) -> dict[str, str]:
+        """Credential id -> inbox id of the batch's sandbox messages whose credential is still
+        active (read in the storing transaction: a credential revoked since AUTH stores
+        nothing). No query for a batch without any."""
+        credentials = {m.credential for m in self.messages if m.credential is not None}
+        return inbox_selectors.smtp_credential_inboxes(credentials) if credentials else {}
 
     @staticmethod
     def _lookup(recipients: set[str]) -> dict[str, str]:
@@ -397,14 +429,18 @@ class _Batch:
         if digest is None:
             return [Receipt(recipient=r, refusal=TOO_LARGE) for r in message.rcpt_tos]
         receipts: list[Receipt] = []
-        stored_in: dict[str, str] = {}  # inbox id -> email id: one copy per inbox
+        stored_in: dict[str, Email] = {}  # inbox id -> the email: one copy per inbox
         for recipient, inbox_id in targets:
             inbox = inboxes.get(inbox_id or "")
             if inbox is None:
-                receipts.append(Receipt(recipient=recipient, refusal=NO_SUCH_INBOX))
+                refusal = NO_SUCH_INBOX if message.credential is None else CREDENTIAL_REVOKED
+                receipts.append(Receipt(recipient=recipient, refusal=refusal))
                 continue
             if inbox.pk in stored_in:
-                receipts.append(Receipt(recipient, stored_in[inbox.pk], inbox.pk))
+                email = stored_in[inbox.pk]
+                if len(email.envelope_recipients) < MAX_ENVELOPE_RECIPIENTS:
+                    email.envelope_recipients.append(recipient[:320])
+                receipts.append(Receipt(recipient, email.pk, inbox.pk))
                 continue
             refusal = self._refusal(inbox, digest, counts)
             if refusal is not None:
@@ -413,7 +449,7 @@ class _Batch:
                 continue
             copy = self._copy(inbox, digest, message, recipient, enabled[inbox.workspace_id])
             counts[inbox.pk] += 1
-            stored_in[inbox.pk] = copy.email.pk
+            stored_in[inbox.pk] = copy.email
             receipts.append(Receipt(recipient, email_id=copy.email.pk, inbox_id=inbox.pk))
         return receipts
 
@@ -519,6 +555,7 @@ def _email(inbox: Inbox, digest: Digest, mail_from: str, recipient: str) -> Emai
         message_id=parsed.message_id[:998],
         envelope_from=mail_from[:320],
         envelope_to=recipient[:320],
+        envelope_recipients=[recipient[:320]],
         from_address=(parsed.from_.address if parsed.from_ else "")[:320],
         from_name=(parsed.from_.name if parsed.from_ else "")[:320],
         to=_address_dicts(parsed.to),

@@ -88,7 +88,8 @@ WAIT_FILTERS = [
     _query(
         "to",
         {"type": "string", "maxLength": 320},
-        "The envelope recipient as received (`RCPT TO`) must be this address: the local part "
+        "An envelope recipient as received (`RCPT TO`; any of them, for sandbox mail captured "
+        "with SMTP credentials) must be this address: the local part "
         "exactly, plus tag included (`signup+run4711@…` matches only mail sent to that tag, "
         "`signup@…` only mail without one), the domain in any case.",
     ),

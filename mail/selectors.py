@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
 from django.db.models import BooleanField, Count, F, Func, Prefetch, Q, QuerySet, Sum, TextField
 from django.db.models.functions import Cast, Substr, TruncHour
 from django.utils import timezone
@@ -125,7 +129,11 @@ def _term_filter(workspace: Workspace, term: Term) -> Q:
     if term.field == "from":
         return Q(from_address__icontains=value) | Q(from_name__icontains=value)
     if term.field == "to":
-        return Q(envelope_to__icontains=value) | Q(to_text__icontains=value)
+        return (
+            Q(envelope_to__icontains=value)
+            | Q(envelope_recipients__icontains=value)  # sandbox mail: every recipient
+            | Q(to_text__icontains=value)
+        )
     if term.field == "subject":
         return Q(subject__icontains=value)
     if term.field == "label":
@@ -173,6 +181,59 @@ def email_search(workspace: Workspace, queryset: QuerySet[Email], q: str) -> Que
         if term.field in ("from", "subject"):
             queryset = queryset.filter(search_text__contains=term.value.lower())
     return queryset
+
+
+@contextmanager
+def search_time_limit(q: str) -> Iterator[None]:
+    """Around the database work of a list filtered by ``q``: its statements may take at most
+    ``SEARCH_TIMEOUT_MS`` together (PostgreSQL: ``statement_timeout`` for the transaction;
+    SQLite: a progress handler that interrupts the statement past the deadline). Up to
+    :data:`mail.query.MAX_TERMS` unindexed terms (``header:``, ``to:``, negations) read every
+    email of the workspace; a search that runs out of time is a 400 validation_error on ``q``
+    that says so, and the connection is left as it was. No ``q``: no limit."""
+    if not q:
+        yield
+        return
+    limit_ms = settings.SEARCH_TIMEOUT_MS
+    stopped = False
+    try:
+        with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT current_setting('statement_timeout'), "
+                        "set_config('statement_timeout', %s, true)",
+                        [f"{limit_ms}ms"],
+                    )
+                    (previous, _) = cursor.fetchone()
+                yield
+                with connection.cursor() as cursor:  # the rest of an enclosing transaction
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", [previous])
+            else:
+                connection.ensure_connection()
+                deadline = time.monotonic() + limit_ms / 1000
+
+                def past_deadline() -> int:
+                    nonlocal stopped
+                    stopped = time.monotonic() > deadline
+                    return int(stopped)
+
+                connection.connection.set_progress_handler(past_deadline, 10_000)
+                try:
+                    yield
+                finally:
+                    connection.connection.set_progress_handler(None, 0)
+    except OperationalError as exc:
+        cancelled = getattr(exc.__cause__, "sqlstate", None) == "57014"  # query_canceled
+        if not (cancelled or stopped):
+            raise
+        message = (
+            f"The search took longer than {limit_ms} ms and was stopped. Narrow it with "
+            "terms the index serves (words, from:, subject:, inbox:, after:/before:)."
+        )
+        raise ValidationFailed(
+            f"q: {message}", issues=[{"path": "q", "message": message}]
+        ) from None
 
 
 def email_list(

@@ -15,7 +15,7 @@ Q_HELP = (
     "A search, every term ANDed (docs/api.md, Searching mail). A bare `word` or "
     '`"quoted phrase"` matches the sender (address or name) or the subject as a '
     "case-insensitive substring, or the whole text body by its words (a phrase: its words in "
-    "that order). Operators: `from:` (sender address or name), `to:` (the envelope recipient, "
+    "that order). Operators: `from:` (sender address or name), `to:` (an envelope recipient, "
     "plus tag included, or a To address), `subject:` (substrings, case-insensitive), "
     "`label:key`, `inbox:` (id or address), `header:Name=value` (whole value, "
     "case-insensitive; `header:Name` alone: present), `has:attachment`, `has:code`, "
@@ -27,7 +27,11 @@ Q_HELP = (
     "are searched as they are). At most 20 terms. A malformed query (an unterminated quote, "
     "an unknown `has:`/`is:` value, a date that is not one, an empty value, a lone `-`, a "
     "`label:` or `inbox:` the workspace does not have) is 400 validation_error with one issue "
-    "at path `q` naming the term and its 0-based character position."
+    "at path `q` naming the term and its 0-based character position. A search whose database "
+    "work takes longer than `SEARCH_TIMEOUT_MS` (3 s by default) is stopped: 400 "
+    "validation_error at path `q` saying so (terms the indexes serve: words, `from:`, "
+    "`subject:`, `inbox:`, `before:`/`after:`; `header:`, `to:` and negated terms read every "
+    "email in scope)."
 )
 
 
@@ -191,6 +195,18 @@ class EmailOut(_EmailBase):
     defects = serializers.ListField(
         child=serializers.CharField(), help_text="What could not be parsed, if anything."
     )
+    envelope_recipients = serializers.SerializerMethodField(
+        help_text="The SMTP envelope recipients (RCPT TO) this email was stored for, as "
+        "received: the recipients of the message whose address is this inbox's (plus tags "
+        "included), or, for mail sent with one of the inbox's sandbox SMTP credentials, every "
+        "recipient of the message, whatever its domain (in the order given, at most 100)."
+    )
+
+    @extend_schema_field(serializers.ListField(child=serializers.CharField()))
+    def get_envelope_recipients(self, email: Any) -> list[str]:
+        if email.envelope_recipients:
+            return list(email.envelope_recipients)
+        return [email.envelope_to] if email.envelope_to else []  # stored before the field
 
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:
@@ -232,6 +248,7 @@ class EmailOut(_EmailBase):
             "in_reply_to": text(email.in_reply_to),
             "references": texts(email.references),
             "defects": texts(email.defects),
+            "envelope_recipients": self.get_envelope_recipients(email),
             "from": self.get_from(email),
         }
         return out

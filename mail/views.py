@@ -17,6 +17,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.http import content_disposition_header, url_has_allowed_host_and_scheme
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
@@ -25,7 +26,7 @@ from apikeys.dashboard import may, member_required, refuse
 from config.api.errors import ApiError, NotFound, ValidationFailed
 from config.api.pagination import paginate
 from inboxes.forms import LIFETIMES, InboxLifetimeForm
-from inboxes.views import inbox_or_404
+from inboxes.views import inbox_or_404, smtp_credentials_context
 from labels import selectors as label_selectors
 from mail import selectors, services
 from mail.forms import EmailReadForm, EmailSearchForm, LabelAddForm
@@ -72,12 +73,14 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
     inbox = inbox_or_404(request, inbox_id)
     search = EmailSearchForm(request.GET)
     q, unread = "", None
+    search_error = ""
     if search.is_valid():
         q = search.cleaned_data["q"].strip()
         unread = True if search.cleaned_data["unread"] else None
+    else:  # e.g. over 200 characters: said, never silently a list of everything
+        search_error = next(iter(search.errors.values()))[0]
     # The list fields plus ``extracted`` for the code badge (one query, no per-row loads).
     # ``q`` is the API's query language (mail.query); a malformed one is said above the list.
-    search_error = ""
     try:
         rows_query = selectors.email_list(
             request.membership.workspace,  # type: ignore[attr-defined]
@@ -85,6 +88,8 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
             q=q,
             unread=unread,
         ).only(*selectors.LIST_FIELDS, "extracted")
+        if search_error:
+            rows_query = rows_query.none()
     except ValidationFailed as exc:
         search_error = (exc.issues or [{"message": exc.message}])[0]["message"]
         rows_query = selectors.email_list(
@@ -92,9 +97,13 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
             inbox=inbox,
         ).none()
     try:
-        rows, next_cursor = paginate(
-            rows_query, limit=PAGE_SIZE, cursor=request.GET.get("cursor") or None
-        )
+        with selectors.search_time_limit(q if not search_error else ""):
+            rows, next_cursor = paginate(
+                rows_query, limit=PAGE_SIZE, cursor=request.GET.get("cursor") or None
+            )
+    except ValidationFailed as exc:  # the search ran out of time
+        search_error = (exc.issues or [{"message": exc.message}])[0]["message"]
+        rows, next_cursor = [], None
     except ApiError:
         raise Http404("No such page.") from None
     context = {
@@ -112,8 +121,12 @@ def inbox_detail(request: HttpRequest, inbox_id: str) -> HttpResponse:
         "allow_permanent": request.membership.workspace.allow_permanent_inboxes,  # type: ignore[attr-defined]
         "stream_url": f"/api/v1/inboxes/{inbox.pk}/stream",
         "stream_events": STREAM_EVENTS,
+        **smtp_credentials_context(request, inbox),
     }
-    return render(request, "mail/inbox.html", context)
+    response = render(request, "mail/inbox.html", context)
+    if context["smtp_password"]:
+        add_never_cache_headers(response)  # the back button must not bring the password back
+    return response
 
 
 def _label_rows(email: Email) -> tuple[list[dict], list[tuple[str, str]]]:

@@ -205,6 +205,9 @@ class Candidate:
     envelope_to: str
     headers: list
     extracted: dict
+    # Every envelope recipient stored with the email (several for sandbox mail, captured with
+    # SMTP credentials); empty for rows stored before the field, whose one is envelope_to.
+    envelope_recipients: list
     body: str | None = None
     labels: frozenset[str] | None = None
 
@@ -220,6 +223,7 @@ _FIELDS = (
     "envelope_to",
     "headers",
     "extracted",
+    "envelope_recipients",
 )
 
 
@@ -238,6 +242,12 @@ def _has_header(headers: Iterable[Any], name: str, value: str) -> bool:
     )
 
 
+def recipients_of(email: Candidate) -> list[str]:
+    """The email's envelope recipients: all of them (sandbox mail has any number), or the one
+    ``envelope_to`` of a row stored before they were recorded."""
+    return list(email.envelope_recipients or ()) or [email.envelope_to]
+
+
 def _fields_match(email: Candidate, query: dict[str, Any], since: datetime) -> bool:
     """Every filter but the patterns."""
     if email.received_at < since:
@@ -249,7 +259,9 @@ def _fields_match(email: Candidate, query: dict[str, Any], since: datetime) -> b
     if not from_matches(email.from_address, email.from_name, query):
         return False
     recipient: Recipient | None = query.get("to")
-    if recipient is not None and not recipient.matches(email.envelope_to):
+    if recipient is not None and not any(
+        recipient.matches(address) for address in recipients_of(email)
+    ):
         return False
     if not all(_has_header(email.headers, n, v) for n, v in query.get("header") or ()):
         return False
@@ -339,8 +351,12 @@ def _prefiltered(rows: QuerySet[Email], query: dict[str, Any]) -> QuerySet[Email
     recipient: Recipient | None = query.get("to")
     if recipient is not None:
         rows = rows.filter(
-            envelope_to__startswith=f"{recipient.local}@",
-            envelope_to__iendswith=f"@{recipient.domain}",
+            Q(
+                envelope_to__startswith=f"{recipient.local}@",
+                envelope_to__iendswith=f"@{recipient.domain}",
+            )
+            # Sandbox mail: any of its envelope recipients (the JSON text holds it quoted).
+            | Q(envelope_recipients__icontains=f'"{recipient.local}@{recipient.domain}"')
         )
     if query.get("label"):
         rows = rows.filter(email_labels__key=query["label"])
@@ -555,6 +571,7 @@ def _announced(message: dict[str, Any]) -> Candidate | None:
             from_name=sender.get("name") or "",
             subject=email.get("subject") or "",
             envelope_to="",
+            envelope_recipients=[],
             headers=[],
             extracted={"code": (email.get("verification") or {}).get("code")},
         )
@@ -692,8 +709,9 @@ class _Sieve:
         if self.by_recipient:  # those waiting for this email's recipient, looked up by it
             some = next(iter(next(iter(self.by_recipient.values()))))
             email = await _woken_candidate(message, some.workspace, email_id, some.query)
-            key = _recipient_key(email.envelope_to) if email is not None else None
-            waiters += self.by_recipient.get(key, ()) if key is not None else ()
+            keys = {_recipient_key(a) for a in recipients_of(email)} if email is not None else ()
+            for key in keys:
+                waiters += self.by_recipient.get(key, ()) if key is not None else ()
         for waiter in waiters:
             if not _rejudges(event, waiter.query):
                 continue

@@ -19,7 +19,7 @@ from apikeys.audit import Actor
 from apikeys.models import ApiKey, AuditEntry, Invitation, Membership, Workspace
 from events.models import Event
 from inboxes import services as inbox_services
-from inboxes.models import Domain, Inbox
+from inboxes.models import Domain, Inbox, SmtpCredential
 from labels.models import EmailLabel, Label, LabelFeedback
 from mail import pipeline
 from mail.models import Attachment, Email, RawMessage
@@ -43,6 +43,7 @@ class World:
     objects: dict[type[models.Model], tuple[models.Model, str]] = field(default_factory=dict)
     plain_key: str = ""
     secret: str = ""
+    smtp_password: str = ""
     invitation_link: str = ""
 
 
@@ -117,6 +118,10 @@ def world(db: None) -> World:
         delivery=delivery, at=delivery.created_at, status_code=500, error="admin-test-error"
     )
     event = Event.objects.filter(inbox_id=inbox.pk, type="email.received").get()
+    smtp_login = inbox_services.smtp_credential_create(
+        inbox=inbox, name="admin smtp note", by=Actor.system("tests")
+    )
+    found.smtp_password = smtp_login.password
     found.objects = {
         Workspace: (workspace, "Admin Test"),
         Membership: (membership, "admin-person@"),
@@ -135,6 +140,7 @@ def world(db: None) -> World:
         Endpoint: (endpoint, "hooks.example.com/admin-test"),
         Delivery: (delivery, delivery.pk),
         Attempt: (attempt, "admin-test-error"),
+        SmtpCredential: (smtp_login.credential, "admintest-"),
         AuditEntry: (
             AuditEntry.objects.get(workspace=workspace, action="key.created"),
             "admin-test-key",
@@ -229,6 +235,8 @@ def test_secrets_and_raw_bytes_never_appear(staff: Client, world: World) -> None
         "webhook secret": world.secret,
         "encrypted secret": endpoint.secret_encrypted,
         "outbox raw bytes": OUTBOX_RAW_MARKER.decode(),
+        "SMTP password": world.smtp_password,
+        "SMTP password digest": world.objects[SmtpCredential][0].digest,  # type: ignore[attr-defined]
     }
     for where, html in pages.items():
         for what, value in forbidden.items():
@@ -277,3 +285,21 @@ def test_forward_to_changed_in_the_admin_records_the_operator(staff: Client, wor
     assert inbox.forward_to == "new@elsewhere.example"
     assert (inbox.forward_set_via, inbox.forward_set_by_user_id) == ("operator", operator.pk)
     assert inbox.forward_set_by_key_id is None and inbox.forward_requires_approval is False
+
+
+def test_smtp_credentials_are_revoked_through_the_service(staff: Client, world: World) -> None:
+    credential: SmtpCredential = world.objects[SmtpCredential][0]  # type: ignore[assignment]
+    response = staff.post(
+        _url(SmtpCredential, "changelist"),
+        {"action": "revoke", admin.helpers.ACTION_CHECKBOX_NAME: [credential.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    credential.refresh_from_db()
+    assert credential.revoked_at is not None
+    assert AuditEntry.objects.filter(
+        workspace_id=credential.workspace_id,
+        action="smtp_credential.revoked",
+        target_id=credential.pk,
+        actor_type="user",
+    ).exists()

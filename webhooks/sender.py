@@ -16,10 +16,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from django.conf import settings
 
 from webhooks.targets import Target, TargetRefused, resolve
+
+# httpx is imported by the functions that send: every process imports this module (the webhook
+# fan-out is an events hook, registered at start-up), and httpx (with the command-line tool's
+# libraries it loads) was a tenth of a second of the start of processes that send nothing, the
+# smtpd's among them.
 
 USER_AGENT = "Pigeonhole-Webhooks/1.0"
 EXCERPT_BYTES = 1000
@@ -29,6 +33,8 @@ EXCERPT_BYTES = 1000
 def _tls() -> ssl.SSLContext:
     """One verifying TLS context per process: loading the CA bundle each time would cost more
     than the rest of a delivery."""
+    import httpx
+
     return httpx.create_ssl_context()
 
 
@@ -49,6 +55,8 @@ def post(
 ) -> Outcome:
     """Sends the attempt; gives up ``deadline`` seconds (default ``WEBHOOK_TIMEOUT``) after the
     start, whatever the receiver is doing by then."""
+    import httpx
+
     started = time.monotonic()
     limit = settings.WEBHOOK_TIMEOUT if deadline is None else deadline
 
@@ -110,6 +118,8 @@ async def _exchange(
     default_port = 443 if target.scheme == "https" else 80
     name = f"[{target.host}]" if ":" in target.host else target.host  # an IPv6 literal
     host_header = name if target.port == default_port else f"{name}:{target.port}"
+    import httpx
+
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     request_headers = {
         **headers,

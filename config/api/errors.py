@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 from rest_framework import exceptions as drf
-from rest_framework.response import Response
+
+if TYPE_CHECKING:
+    from rest_framework.response import Response
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +185,11 @@ def to_api_error(exc: Exception) -> ApiError | None:
 
 def exception_handler(exc: Exception, context: Mapping[str, Any]) -> Response:
     """DRF's EXCEPTION_HANDLER: every exception becomes the envelope; unknown ones are 500s."""
+    # Imported here: DRF's Response brings its serializers and their optional libraries
+    # (requests, Pygments), a tenth of the start of a process that never renders one (the
+    # smtpd imports this module for the domain errors' classes).
+    from rest_framework.response import Response
+
     error = to_api_error(exc)
     if error is None:
         logger.exception("Unhandled API error", exc_info=exc)

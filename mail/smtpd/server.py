@@ -22,11 +22,16 @@
   port may take implicit TLS (``SMTPS_PORT``); a handshake that fails closes that connection only.
 - Faults on demand (``mail.smtpd.faults``): an admitted inbox's ``smtp_faults`` rules may answer
   its RCPT or the DATA in place of the normal reply.
+- SMTP AUTH with an inbox's sandbox credentials (``mail.smtpd.auth``): PLAIN and LOGIN, over TLS
+  unless ``SMTP_AUTH_ALLOW_PLAINTEXT``; an authenticated session's RCPT admits any recipient and
+  its message is stored once in the credential's inbox (``Incoming.credential``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import functools
 import logging
 import re
@@ -40,9 +45,20 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from config.db import release_connections
+from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline
 from mail.smtpd.aiosmtpd_adapter import AdaptedSMTP, SessionTemplate
+from mail.smtpd.auth import (
+    AUTH_INVALID,
+    AUTH_LIMITED,
+    AUTH_NEEDS_TLS,
+    AUTH_OK,
+    AUTH_UNAVAILABLE,
+    MECHANISMS,
+    AuthFailures,
+    Sandbox,
+)
 from mail.smtpd.faults import Fault, Faults, data_hold, hold
 from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
@@ -56,6 +72,21 @@ MAX_RECIPIENTS = 100
 # long the worst hostile message can hold it.
 # A writer thread parses everything: it shares the event loop's interpreter (and GIL) anyway.
 DIGEST_IN_SESSION_BYTES = 128 * 1024
+
+
+def sandbox_login(username: str, password: str) -> Sandbox | None:
+    """The session's :class:`Sandbox` for these AUTH credentials, else None (in a thread)."""
+    credential = inbox_services.smtp_login(username=username, password=password)
+    if credential is None:
+        return None
+    inbox = credential.inbox
+    return Sandbox(
+        credential_id=credential.pk,
+        username=credential.username,
+        inbox_id=inbox.pk,
+        smtp_faults=list(inbox.smtp_faults or []),
+        expires_at=inbox.expires_at.timestamp() if inbox.expires_at is not None else None,
+    )
 
 
 def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -80,6 +111,12 @@ class GroupCommit:
     that cannot be stored costs only its own sender a ``451``; if the writer process was lost
     with the batch (``mail.smtpd.writer``), the whole batch is answered ``451``: it is not known
     whether it was stored, and the senders retry.
+
+    A writer that merges the requests of several smtpds itself (``writer.merges``: the host's
+    shared writer) gets what waits at once, without waiting for the previous request's answer:
+    it writes everything that reached it from every smtpd while its last batch was written, and
+    an smtpd that held its next request back until its answer came would only ever be in every
+    other batch, with half as many messages each time.
     """
 
     def __init__(
@@ -89,11 +126,17 @@ class GroupCommit:
         self.max_messages, self.max_bytes = max_messages, max_bytes
         self.waiting: list[tuple[pipeline.Incoming, asyncio.Future[list[pipeline.Receipt]]]] = []
         self.task: asyncio.Task[None] | None = None
+        self.sending: set[asyncio.Task[None]] = set()  # requests in flight to a merging writer
 
     async def store(self, incoming: pipeline.Incoming) -> list[pipeline.Receipt]:
         future: asyncio.Future[list[pipeline.Receipt]] = asyncio.get_running_loop().create_future()
         self.waiting.append((incoming, future))
-        if self.task is None or self.task.done():
+        if getattr(self.writer, "merges", False):
+            if len(self.waiting) == 1:  # one request for what ends its DATA in this turn
+                task = asyncio.create_task(self._write())
+                self.sending.add(task)
+                task.add_done_callback(self.sending.discard)
+        elif self.task is None or self.task.done():
             self.task = asyncio.create_task(self._write())
         return await future
 
@@ -111,7 +154,7 @@ class GroupCommit:
             batch = self._take()
             messages = [incoming for incoming, _ in batch]
             outcomes: list[list[pipeline.Receipt] | BaseException]
-            try:
+            try:  # a writer may answer a message with its own error (mail.smtpd.shared)
                 outcomes = list(await self.writer.store(messages))
             except WriterLost as exc:
                 outcomes = [exc] * len(batch)
@@ -177,6 +220,10 @@ class Handler:
         self.protocol_state = SessionTemplate()  # every session after the first is set up from it
         self.implicit_tls_state = SessionTemplate()  # the same for sessions of the SMTPS port
         self.faults = Faults()
+        # Not auth_*: aiosmtpd takes every auth_* attribute of the handler for an AUTH mechanism.
+        self.login_failures = AuthFailures()
+        # Read once: the EHLO of every session of this handler offers AUTH alike.
+        self.plaintext_login = bool(settings.SMTP_AUTH_ALLOW_PLAINTEXT)
 
     async def _inject(self, fault: Fault, inbox_id: str, mail_from: str) -> str:
         """Records an injected fault, waits its delay, and gives its reply."""
@@ -204,35 +251,41 @@ class Handler:
     ) -> str:
         if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
             return "452 4.5.3 Too many recipients"
-        inbox = self.admitted.get(address)
-        if inbox is None:
-            try:
-                refusal, inbox = await _run(
-                    pipeline.admit_recipient, address, envelope.mail_from or ""
-                )
-            except Exception:
-                logger.exception("RCPT check failed for %s", address)
-                return "451 4.3.0 Temporary failure, try again later"
-            if refusal is not None:
-                return refusal.smtp_reply
-            if inbox is not None:
-                self.admitted.put(address, inbox)
-        if inbox is not None and inbox.smtp_faults:
+        sandbox: Sandbox | None = session.auth_data
+        inbox: Inbox | None = None
+        if sandbox is not None:  # authenticated: any recipient, the credential's inbox
+            if sandbox.inbox_expired():
+                return pipeline.INBOX_EXPIRED.smtp_reply
+            inbox_id, rules = sandbox.inbox_id, sandbox.smtp_faults
+        else:
+            inbox = self.admitted.get(address)
+            if inbox is None:
+                try:
+                    refusal, inbox = await _run(
+                        pipeline.admit_recipient, address, envelope.mail_from or ""
+                    )
+                except Exception:
+                    logger.exception("RCPT check failed for %s", address)
+                    return "451 4.3.0 Temporary failure, try again later"
+                if refusal is not None:
+                    return refusal.smtp_reply
+                if inbox is not None:
+                    self.admitted.put(address, inbox)
+            inbox_id, rules = (inbox.pk, inbox.smtp_faults) if inbox is not None else ("", [])
+        if rules:
             mail_from = envelope.mail_from or ""
             try:
-                fault = await self.faults.check(
-                    inbox.pk, inbox.smtp_faults, "rcpt", mail_from, address
-                )
+                fault = await self.faults.check(inbox_id, rules, "rcpt", mail_from, address)
             except Exception:
-                logger.exception("fault rules of %s could not be checked", inbox.pk)
+                logger.exception("fault rules of %s could not be checked", inbox_id)
                 fault = None
             if fault is not None:
-                return await self._inject(fault, inbox.pk, mail_from)
-            if any(rule.get("stage") == "data" for rule in inbox.smtp_faults):
+                return await self._inject(fault, inbox_id, mail_from)
+            if any(rule.get("stage") == "data" for rule in rules):
                 faulty = getattr(envelope, "faulty", None)
                 if faulty is None:
                     faulty = envelope.faulty = {}
-                faulty[address] = (inbox.pk, inbox.smtp_faults)
+                faulty[address] = (inbox_id, rules)
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(options)
         if inbox is not None:  # DATA reuses it rather than looking the address up again
@@ -279,11 +332,13 @@ class Handler:
             if not rcpt_tos:
                 assert reply is not None
                 return reply
+        sandbox: Sandbox | None = session.auth_data
         incoming = pipeline.Incoming(
             raw=envelope.original_content or b"",
             mail_from=envelope.mail_from or "",
             rcpt_tos=rcpt_tos,
             admitted=getattr(envelope, "admitted", None),
+            credential=sandbox.credential_id if sandbox is not None else None,
         )
         if self.digest_in_session and len(incoming.raw) <= DIGEST_IN_SESSION_BYTES:
             try:
@@ -509,6 +564,87 @@ class PigeonholeSMTP(AdaptedSMTP):
             return "454 4.7.0 TLS not available due to temporary reason"
         return await super().handle_exception(error)
 
+    @syntax("AUTH <mechanism> [initial-response]")
+    async def smtp_AUTH(self, arg: str | None) -> None:
+        """AUTH PLAIN and LOGIN with an inbox's sandbox credentials (``mail.smtpd.auth``); our
+        own rather than aiosmtpd's, whose authenticator is called synchronously (a database
+        lookup would stall every session) and which answers twice to an aborted dialogue."""
+        if await self.check_helo_needed("EHLO"):
+            return
+        assert self.session is not None
+        handler: Handler = self.event_handler
+        if not self.session.extended_smtp:
+            await self.push("500 Error: command 'AUTH' not recognized")
+        elif not (self.implicit_tls or self.tls_started or handler.plaintext_login):
+            await self.push(AUTH_NEEDS_TLS)
+        elif self.session.authenticated:
+            await self.push("503 5.5.1 Already authenticated")
+        elif self.envelope is not None and self.envelope.mail_from is not None:
+            await self.push("503 5.5.1 AUTH not permitted during a mail transaction")
+        elif not arg or len(arg.split()) > 2:
+            await self.push("501 5.5.4 Syntax: AUTH mechanism [initial-response]")
+        elif arg.split()[0].upper() not in MECHANISMS:
+            await self.push("504 5.5.4 Unrecognized authentication type")
+        else:
+            mechanism, *initial = arg.split()
+            given = await self._credentials(mechanism.upper(), initial[0] if initial else None)
+            if given is not None:
+                await self.push(await self._authenticate(handler, *given))
+
+    async def _credentials(self, mechanism: str, initial: str | None) -> tuple[str, str] | None:
+        """The username and password of a PLAIN or LOGIN dialogue, or None when it failed (its
+        reply sent already)."""
+        if mechanism == "PLAIN":
+            blob = await self._decoded(initial, "")
+            if blob is None:
+                return None
+            parts = blob.split(b"\x00")
+            if len(parts) != 3:
+                await self.push("501 5.5.2 Can't split auth value")
+                return None
+            login, password = parts[1], parts[2]
+        else:
+            login_blob = await self._decoded(initial, "Username:")
+            if login_blob is None:
+                return None
+            password_blob = await self._decoded(None, "Password:")
+            if password_blob is None:
+                return None
+            login, password = login_blob, password_blob
+        return login.decode("utf-8", "replace"), password.decode("utf-8", "replace")
+
+    async def _decoded(self, initial: str | None, challenge: str) -> bytes | None:
+        """``initial`` (an initial response) decoded, else the client's answer to
+        ``challenge``; None when it aborted or sent no base64 (replied to already)."""
+        if initial is None:
+            answer = await self.challenge_auth(challenge)
+            return None if answer is MISSING else answer  # type: ignore[return-value]
+        if initial == "=":  # RFC 4954: an empty initial response
+            return b""
+        try:
+            return base64.b64decode(initial.encode(), validate=True)
+        except (ValueError, binascii.Error):
+            await self.push("501 5.5.2 Can't decode base64")
+            return None
+
+    async def _authenticate(self, handler: Handler, username: str, password: str) -> str:
+        """The reply to an AUTH with these credentials; on success the session is the
+        credential's (``session.auth_data``, a :class:`Sandbox`)."""
+        assert self.session is not None
+        try:
+            if await handler.login_failures.limited(self.client_ip, username):
+                return AUTH_LIMITED
+            sandbox = await _run(sandbox_login, username, password)
+            if sandbox is None:
+                await handler.login_failures.failed(self.client_ip, username)
+                return AUTH_INVALID
+        except Exception:
+            logger.exception("AUTH could not be checked")
+            return AUTH_UNAVAILABLE
+        self.session.authenticated = True
+        self.session.auth_data = sandbox
+        return AUTH_OK
+
     smtp_MAIL = _no_control_characters(SMTP.smtp_MAIL)
     smtp_RCPT = _no_control_characters(SMTP.smtp_RCPT)
 
@@ -563,9 +699,11 @@ class PigeonholeSMTP(AdaptedSMTP):
 def make_protocol(
     handler: Handler, tls: ssl.SSLContext | None = None, *, implicit_tls: bool = False
 ) -> PigeonholeSMTP:
-    """A session; ``tls`` offers STARTTLS (never on the implicit-TLS port, which is TLS already)."""
+    """A session; ``tls`` offers STARTTLS (never on the implicit-TLS port, which is TLS already).
+    EHLO offers AUTH over TLS, and in plain text too when ``SMTP_AUTH_ALLOW_PLAINTEXT``."""
     return PigeonholeSMTP(
         handler,
+        auth_require_tls=not (implicit_tls or handler.plaintext_login),
         implicit_tls=implicit_tls,
         data_size_limit=settings.MAX_MESSAGE_BYTES,
         enable_SMTPUTF8=True,

@@ -1,9 +1,13 @@
-"""Where the SMTP front door's batches of mail are written: a process of its own, or a thread.
+"""Where the SMTP front door's batches of mail are written: one process for the host's smtpds,
+a process of each smtpd's own, or a thread.
 
 The group commit (``server.GroupCommit``) hands each batch to ``pipeline.receive_many`` and
-answers every session of the batch when it returns. Two writers do that:
+answers every session of the batch when it returns. Three writers do that:
 
-- :class:`ProcessWriter` (``SMTP_WRITER=process``, the smtpd's default on PostgreSQL): one child
+- :class:`mail.smtpd.shared.SharedWriter` (``SMTP_WRITER=shared``, the smtpd's default on
+  PostgreSQL): the smtpds of a host share one writer process, which merges their batches into
+  one transaction, so that a second smtpd does not halve the batches (``mail.smtpd.shared``).
+- :class:`ProcessWriter` (``SMTP_WRITER=process``): one child
   process, spawned when the smtpd starts, with Django set up, runs every batch (rules, store,
   commit, wake-ups; parse and extract too for a message the smtpd did not digest). The smtpd's
   own process keeps the SMTP sessions and digests each message of up to 128 KB as its DATA
@@ -16,14 +20,14 @@ answers every session of the batch when it returns. Two writers do that:
 - :class:`ThreadWriter` (``SMTP_WRITER=thread``; embedded mode, and the tests' in-process
   server, whose database is the test process's): a worker thread of the smtpd's process.
 
-The child stores and commits exactly as the thread did, and the smtpd answers ``250`` only
-after the child's commit returned. If the
-child dies (killed, out of memory), the batch it held is answered ``451`` (the senders retry; a
-batch the child committed just before dying may then arrive twice, as with any SMTP receiver
-that dies between its commit and its reply) and a new child is started for the next batch. The
-child ignores SIGINT and SIGTERM: a signal to the process group stops the smtpd, which finishes
-its batches and then ends the child; if the smtpd itself is killed, the kernel kills the child
-(``PR_SET_PDEATHSIG``), whose open transaction rolls back.
+A :class:`ProcessWriter`'s child stores and commits exactly as the thread did, and the smtpd
+answers ``250`` only after the child's commit returned. If the child dies (killed, out of memory),
+the batch it held is answered ``451`` (the senders retry; a batch the child committed just before
+dying may then arrive twice, as with any SMTP receiver that dies between its commit and its reply)
+and a new child is started for the next batch. The child ignores SIGINT and SIGTERM: a signal to
+the process group stops the smtpd, which finishes its batches and then ends the child; if the smtpd
+itself is killed, the kernel kills the child (``PR_SET_PDEATHSIG``), whose open transaction rolls
+back.
 
 This module imports no model at import time: the child imports it before Django is set up.
 """
@@ -62,10 +66,15 @@ class BatchWriter(Protocol):
     # Whether the smtpd should parse and extract a message before handing it over: only when
     # the writer runs beside the event loop rather than sharing its interpreter (and GIL).
     digest_in_session: bool
+    # Whether the writer merges concurrent requests into one batch itself (server.GroupCommit
+    # then sends what waits at once instead of after the previous request's answer).
+    merges: bool
 
     async def start(self) -> None: ...
 
-    async def store(self, messages: Sequence[Incoming]) -> list[list[Receipt]]: ...
+    # Per message: its receipts, or the exception that kept it (alone) from being stored; a
+    # writer may also raise for the whole batch (WriterLost: nobody knows what was stored).
+    async def store(self, messages: Sequence[Incoming]) -> Sequence[list[Receipt] | Exception]: ...
 
     async def close(self) -> None: ...
 
@@ -85,6 +94,7 @@ class ThreadWriter:
     """Batches written by a worker thread of the smtpd's own process."""
 
     digest_in_session = False
+    merges = False
 
     async def start(self) -> None:
         return None
@@ -138,6 +148,7 @@ class ProcessWriter:
     """Batches written by one child process of the smtpd (see the module docstring)."""
 
     digest_in_session = True
+    merges = False
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
@@ -183,9 +194,13 @@ class ProcessWriter:
 
 
 def writer_for(kind: str) -> BatchWriter:
-    """The writer ``SMTP_WRITER`` names: ``process`` or ``thread``."""
+    """The writer ``SMTP_WRITER`` names: ``shared``, ``process`` or ``thread``."""
+    if kind == "shared":
+        from mail.smtpd.shared import SharedWriter
+
+        return SharedWriter()
     if kind == "process":
         return ProcessWriter()
     if kind == "thread":
         return ThreadWriter()
-    raise ValueError(f"SMTP_WRITER must be 'process' or 'thread', not {kind!r}")
+    raise ValueError(f"SMTP_WRITER must be 'shared', 'process' or 'thread', not {kind!r}")

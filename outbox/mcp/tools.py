@@ -453,7 +453,8 @@ async def search_emails(
             label=query.get("label", ""),
             unread=query.get("unread"),
         )
-        page, next_cursor = paginate(rows, limit=query["limit"], cursor=query.get("cursor"))
+        with mail_selectors.search_time_limit(query.get("q", "")):
+            page, next_cursor = paginate(rows, limit=query["limit"], cursor=query.get("cursor"))
         records = EmailSummaryOut(page, many=True).data
         # The summary has no extraction: the code and links come from the stored row.
         extracted = {email.pk: email.extracted for email in page}

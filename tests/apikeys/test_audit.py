@@ -331,6 +331,26 @@ def inbox_deleted(w: World) -> Generator[None, None, Expected]:
     return Expected("inbox.deleted", w.key_actor, ("inbox", inbox["id"], inbox["address"]), API_IP)
 
 
+def smtp_credential_created(w: World) -> Generator[None, None, Expected]:
+    inbox = w.api.call("POST", "inboxes", {"local_part": "sandboxed"}).json()
+    yield
+    body = w.api.call("POST", f"inboxes/{inbox['id']}/smtp-credentials", {"name": "ci"}).json()
+    w.secrets.append(body["password"])
+    target = ("smtp_credential", body["id"], body["username"])
+    return Expected("smtp_credential.created", w.key_actor, target, API_IP)
+
+
+def smtp_credential_revoked(w: World) -> Generator[None, None, Expected]:
+    inbox = w.api.call("POST", "inboxes", {"local_part": "unsandboxed"}).json()
+    body = w.api.call("POST", f"inboxes/{inbox['id']}/smtp-credentials", {}).json()
+    w.secrets.append(body["password"])
+    yield
+    path = f"inboxes/{inbox['id']}/smtp-credentials/{body['id']}"
+    assert w.api.call("DELETE", path).status_code == 200
+    target = ("smtp_credential", body["id"], body["username"])
+    return Expected("smtp_credential.revoked", w.key_actor, target, API_IP)
+
+
 # --- outbox decisions -----------------------------------------------------------------------------
 
 
@@ -449,6 +469,8 @@ ACTIONS: list[Action] = [
     webhook_updated,
     webhook_deleted,
     inbox_deleted,
+    smtp_credential_created,
+    smtp_credential_revoked,
     outbox_approved,
     outbox_rejected,
     signed_in,

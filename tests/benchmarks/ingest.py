@@ -9,7 +9,8 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
 - ``bare-parse``: aiosmtpd + the stdlib parser, nothing stored (``reference_smtpd``);
 - ``bare-insert``: the same + one PostgreSQL INSERT per message;
 - ``ours-1`` / ``ours-2``: one and two ``manage.py smtpd`` processes on one port (SO_REUSEPORT)
-  with the full pipeline (parse, extract, rules, store, event) into a benchmark database;
+  with the full pipeline (parse, extract, rules, store, event) into a benchmark database, their
+  batches written by the host's shared writer (``mail.smtpd.shared``), one per target;
 - ``ours-1-starttls``: one ``manage.py smtpd`` with a certificate (``SMTP_TLS_CERT``, made for the
   run), every message sent after ``STARTTLS`` (a new TLS session per connection, as an MTA
   without session resumption does); realistic 4 KB only, side by side with ``ours-1``'s
@@ -17,8 +18,17 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
 - ``maildev`` (``--maildev``): MailDev from the npm registry, installed under ``var/`` on demand.
 
 Per target and kind: messages/s (median of ``--repeat`` runs), latency p50/p99 from the end of
-DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM), and
-the CPU per message of the benchmark database's PostgreSQL backends.
+DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM), the
+CPU per message of the benchmark database's PostgreSQL backends, and for ours whether every
+acknowledged message is a stored row (rows of ``mail_email`` against ``250``s, both ways).
+
+Then **a second smtpd** (``scaling``; ``--only scaling`` runs it alone): 1 and 2 smtpds with the
+shared writer and with a writer per smtpd (``SMTP_WRITER=process``, the design before it), all
+listening at once beside the Procfile's web, worker and beat, realistic 4 KB mail in
+``--rounds`` alternating rounds; the CPU per message of every process of the service, PostgreSQL
+apart. Exit status 1 when 2 smtpds with the shared writer cost more than ``SCALING_TARGET``× the
+CPU per message of 1, or when an acknowledged message was not stored (or more were stored than
+acknowledged); the other targets are reported only.
 Writes ``results/ingest.{json,md}``.
 """
 
@@ -46,10 +56,11 @@ from tests.benchmarks import database
 from tests.benchmarks.clients import HOST, _reply
 from tests.benchmarks.stack import (
     RESULTS,
+    _service_cpu,
+    _xacts,
     child_env,
     cpu_seconds,
     machine_busy_pct,
-    postgres_cpu_seconds,
     rss_kb,
 )
 from tests.live import ROOT, Process, descendants, free_port
@@ -223,11 +234,32 @@ class Target:
     tls: ssl.SSLContext | None = None  # the client's context: every message after STARTTLS
     kinds: tuple[str, ...] = tuple(KINDS)
 
+    writer_dir: Path | None = None  # ours: the directory of its shared writer's socket and lock
+    also: list[int] = field(
+        default_factory=list
+    )  # further processes of the service (web, worker …)
+    stores: bool = False  # ours: every acknowledged message must be a row of mail_email
+
     @property
     def pids(self) -> list[int]:
-        """The target's processes and their children (an smtpd's writer process)."""
+        """The target's processes and their children (an smtpd's writer process), its shared
+        writer (started by one of them, but counted even if it were not their child) and the
+        service's other processes."""
         own = [p.proc.pid for p in self.procs if p.proc is not None]
-        return [pid for parent in own for pid in (parent, *descendants(parent))]
+        found = [pid for parent in own for pid in (parent, *descendants(parent))]
+        if self.writer_dir is not None:
+            from mail.smtpd.shared import writer_pid
+
+            for lock in sorted(self.writer_dir.glob("writer-*.lock")):
+                pid = writer_pid(lock)
+                if pid is not None and pid not in found and Path(f"/proc/{pid}").exists():
+                    found.append(pid)
+        return found + [pid for pid in self.also if pid not in found]
+
+    @property
+    def smtp_pids(self) -> list[int]:
+        """The smtpds and their writers alone."""
+        return [pid for pid in self.pids if pid not in self.also]
 
     def start(self) -> Target:
         for proc in self.procs:
@@ -237,6 +269,8 @@ class Target:
     def stop(self) -> None:
         for proc in self.procs:
             proc.stop()
+        if self.writer_dir is not None:  # its writer ends by itself once its smtpds are gone
+            shutil.rmtree(self.writer_dir, ignore_errors=True)
 
 
 def _start_shared(proc: Process) -> None:
@@ -257,11 +291,29 @@ def _reference(mode: str, env: dict[str, str], dsn: str) -> Target:
     return Target(f"bare-{mode}", port, [Process(argv, port, env)])
 
 
-def _ours(count: int, env: dict[str, str], recipients: list[str]) -> Target:
+def _ours(
+    count: int,
+    env: dict[str, str],
+    recipients: list[str],
+    *,
+    writer: str = "shared",
+    name: str = "",
+    kinds: tuple[str, ...] = tuple(KINDS),
+) -> Target:
+    """``count`` smtpds on one port; their shared writer's socket in a directory of the
+    target's own, so that no target ever uses another's writer (nor its CPU)."""
     port = free_port()
+    writer_dir = Path(tempfile.mkdtemp(prefix="pgh-bench-writer-"))
+    env = {**env, "SMTP_WRITER": writer, "SMTP_WRITER_DIR": str(writer_dir)}
     argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
     return Target(
-        f"ours-{count}", port, [Process(argv, port, env) for _ in range(count)], recipients
+        name or f"ours-{count}",
+        port,
+        [Process(argv, port, env) for _ in range(count)],
+        recipients,
+        kinds=kinds,
+        writer_dir=writer_dir,
+        stores=True,
     )
 
 
@@ -274,6 +326,8 @@ def _ours_starttls(env: dict[str, str], recipients: list[str], directory: Path) 
     client = ssl.create_default_context(cafile=str(cert))
     port = free_port()
     argv = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port", str(port)]
+    writer_dir = Path(tempfile.mkdtemp(prefix="pgh-bench-writer-"))
+    tls_env["SMTP_WRITER_DIR"] = str(writer_dir)
     return Target(
         "ours-1-starttls",
         port,
@@ -281,6 +335,8 @@ def _ours_starttls(env: dict[str, str], recipients: list[str], directory: Path) 
         recipients,
         tls=client,
         kinds=("realistic 4 KB",),
+        writer_dir=writer_dir,
+        stores=True,
     )
 
 
@@ -322,7 +378,9 @@ def _maildev(env: dict[str, str]) -> Target | None:
     return Target("maildev", port, [Process(argv, port, env)])
 
 
-def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> dict:
+def measure(
+    target: Target, kind: str, count: int, repeat: int, warmup: int, database_url: str = ""
+) -> dict:
     make = KINDS[kind]
     runs = []
     for run in range(repeat):
@@ -330,29 +388,226 @@ def measure(target: Target, kind: str, count: int, repeat: int, warmup: int) -> 
             (rcpt := random.choice(target.recipients), make(rcpt, run * 1_000_000 + i))
             for i in range(warmup + count)
         ]
-        asyncio.run(load(target.port, batch[:warmup], CLIENTS, target.tls))
-        cpu_before = sum(cpu_seconds(pid) for pid in target.pids)
-        postgres_before = postgres_cpu_seconds(database.BENCH_DB)
+        rows_before = _stored() if target.stores else 0
+        warm = asyncio.run(load(target.port, batch[:warmup], CLIENTS, target.tls))
+        pids, smtp_pids = target.pids, target.smtp_pids
+        cpu_before = {pid: cpu_seconds(pid) for pid in pids}
+        postgres_before = _postgres_by_pid()
+        xacts_before = _xacts(database_url, database.BENCH_DB)
         harness_before = time.process_time()
         result = asyncio.run(load(target.port, batch[warmup:], CLIENTS, target.tls))
-        used = sum(cpu_seconds(pid) for pid in target.pids) - cpu_before
-        result["server_cpu_ms_per_msg"] = round(1000 * used / max(1, result["ok"]), 3)
+        used = {pid: cpu_seconds(pid) - before for pid, before in cpu_before.items()}
+        result["server_cpu_ms_per_msg"] = round(1000 * sum(used.values()) / max(1, result["ok"]), 3)
+        smtp = sum(used[pid] for pid in smtp_pids)
+        result["smtp_cpu_ms_per_msg"] = round(1000 * smtp / max(1, result["ok"]), 3)
         # The backends of the benchmark database (the targets' connections live for the run).
-        postgres = postgres_cpu_seconds(database.BENCH_DB) - postgres_before
+        # Backends alive at both ends only: one that ended during the run took its figure along.
+        postgres_after = _postgres_by_pid()
+        postgres = sum(
+            used - postgres_before[pid]
+            for pid, used in postgres_after.items()
+            if pid in postgres_before
+        ) + sum(used for pid, used in postgres_after.items() if pid not in postgres_before)
         result["postgres_cpu_ms_per_msg"] = round(1000 * postgres / max(1, result["ok"]), 3)
         result["harness_cpu_ms_per_msg"] = round(
             1000 * (time.process_time() - harness_before) / max(1, result["ok"]), 3
         )
+        xacts_after = _xacts(database_url, database.BENCH_DB)
+        if xacts_before is not None and xacts_after is not None:  # how large the batches were
+            result["transactions_per_msg"] = round(
+                (xacts_after - xacts_before) / max(1, result["ok"]), 3
+            )
+        if target.stores:  # every 250 is a stored row, and nothing else was stored
+            result["acked"] = warm["ok"] + result["ok"]
+            result["stored"] = _stored() - rows_before
         runs.append(result)
     best = sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]
     return {
         **best,
+        "acked_not_stored": sum(r["acked"] - r["stored"] for r in runs if "stored" in r),
+        "stored_not_acked": sum(r["stored"] - r["acked"] for r in runs if "stored" in r),
         "rates": [r["rate"] for r in runs],
         "rate": statistics.median(r["rate"] for r in runs),
         "errors": sum(r["errors"] for r in runs),
         "peak_rss_kb": [rss_kb(pid, "VmHWM") for pid in target.pids],
         "size_bytes": len(make("x@bench.example", 1)),
     }
+
+
+def _postgres_by_pid() -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving the benchmark database."""
+    return {
+        pid: used
+        for pid, (name, used) in _service_cpu(database.BENCH_DB).items()
+        if name == "postgres"
+    }
+
+
+def _stored() -> int:
+    """Rows of ``mail_email`` in the benchmark database (one per recipient; one here)."""
+    from mail.models import Email
+
+    return Email.objects.count()
+
+
+# --- a second smtpd: CPU per message with 1 and 2 -----------------------------------------------
+
+SCALING_KIND = "realistic 4 KB"
+SCALING_TARGET = 1.15  # 2 smtpds may cost at most this many times the CPU per message of 1
+
+
+class ServiceRest:
+    """The Procfile's other processes (``web``, ``worker``, ``beat``), started as it starts them,
+    so that the CPU of every process of the service is counted."""
+
+    def __init__(self, env: dict[str, str], scratch: Path) -> None:
+        self.env = {**env, "BEAT_SCHEDULE_FILE": str(scratch / "celerybeat-schedule")}
+        port = free_port()
+        web = [sys.executable, "-m", "config.web", "-b", "127.0.0.1", "-p", str(port)]
+        self.web = Process([*web, "config.asgi:application"], port, self.env)
+        self.others: list[subprocess.Popen] = []
+
+    def start(self) -> ServiceRest:
+        self.web.start()
+        celery = [sys.executable, "-m", "celery", "-A", "config"]
+        for argv in ([*celery, "worker", "--loglevel", "WARNING"], [*celery, "beat"]):
+            self.others.append(
+                subprocess.Popen(
+                    argv, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+                )
+            )
+        time.sleep(8)  # the worker's pool and beat finish starting before anything is measured
+        return self
+
+    @property
+    def pids(self) -> list[int]:
+        own = [p.pid for p in self.others]
+        if self.web.proc is not None:
+            own.append(self.web.proc.pid)
+        return [pid for parent in own for pid in (parent, *descendants(parent))]
+
+    def stop(self) -> None:
+        self.web.stop()
+        for proc in self.others:
+            proc.terminate()
+        for proc in self.others:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def scaling(
+    env: dict[str, str], recipients: list[str], scratch: Path, count: int, rounds: int
+) -> dict:
+    """1 and 2 smtpds, with the shared writer (today's design) and with a writer per smtpd
+    (``SMTP_WRITER=process``, the design before it), all four listening at once beside one set
+    of the Procfile's other processes, measured in alternating rounds on realistic 4 KB mail;
+    the CPU of every process of the service counted, PostgreSQL's backends apart."""
+    rest = ServiceRest(env, scratch).start()
+    targets = [
+        _ours(n, env, recipients, writer=writer, name=f"{writer} writer, {n} smtpd")
+        for writer in ("shared", "process")
+        for n in (1, 2)
+    ]
+    runs: dict[str, list[dict]] = {t.name: [] for t in targets}
+    try:
+        for target in targets:
+            target.start()
+            target.also = rest.pids
+        for number in range(rounds):
+            order = targets if number % 2 == 0 else list(reversed(targets))
+            for target in order:
+                busy = machine_busy_pct(1.0)
+                r = measure(target, SCALING_KIND, count, 1, 30, env["DATABASE_URL"])
+                r["machine_busy_before_pct"] = round(busy, 1)
+                runs[target.name].append(r)
+                log(
+                    f"round {number + 1}: {target.name:24} {r['rate']:7.1f}/s, service CPU "
+                    f"{r['server_cpu_ms_per_msg']:.2f} ms/msg, PostgreSQL "
+                    f"{r['postgres_cpu_ms_per_msg']:.2f} ms/msg, "
+                    f"{r.get('transactions_per_msg', 0):.3f} transactions/msg, stored {r['stored']} of "
+                    f"{r['acked']} acked (machine {busy:.0f}% busy before)"
+                )
+    finally:
+        for target in targets:
+            target.stop()
+        rest.stop()
+    out: dict = {"kind": SCALING_KIND, "count": count, "rounds": rounds, "shapes": {}}
+    for name, shape_runs in runs.items():
+        out["shapes"][name] = {
+            "rate": statistics.median(r["rate"] for r in shape_runs),
+            "service_cpu_ms_per_msg": statistics.median(
+                r["server_cpu_ms_per_msg"] for r in shape_runs
+            ),
+            "postgres_cpu_ms_per_msg": statistics.median(
+                r["postgres_cpu_ms_per_msg"] for r in shape_runs
+            ),
+            "smtp_cpu_ms_per_msg": statistics.median(r["smtp_cpu_ms_per_msg"] for r in shape_runs),
+            "runs_service_cpu": [r["server_cpu_ms_per_msg"] for r in shape_runs],
+            "transactions_per_msg": statistics.median(
+                r.get("transactions_per_msg", 0.0) for r in shape_runs
+            ),
+            "p99_ms": statistics.median(r["p99_ms"] for r in shape_runs),
+            "acked": sum(r["acked"] for r in shape_runs),
+            "stored": sum(r["stored"] for r in shape_runs),
+            "errors": sum(r["errors"] for r in shape_runs),
+            "machine_busy_before_pct": [r["machine_busy_before_pct"] for r in shape_runs],
+        }
+    for writer in ("shared", "process"):
+        one = out["shapes"][f"{writer} writer, 1 smtpd"]
+        two = out["shapes"][f"{writer} writer, 2 smtpd"]
+        out[f"{writer}_ratio"] = round(
+            two["service_cpu_ms_per_msg"] / one["service_cpu_ms_per_msg"], 3
+        )
+        out[f"{writer}_ratio_with_postgres"] = round(
+            (two["service_cpu_ms_per_msg"] + two["postgres_cpu_ms_per_msg"])
+            / (one["service_cpu_ms_per_msg"] + one["postgres_cpu_ms_per_msg"]),
+            3,
+        )
+    out["all_stored"] = all(s["acked"] == s["stored"] for s in out["shapes"].values())
+    out["met"] = out["shared_ratio"] <= SCALING_TARGET and out["all_stored"]
+    return out
+
+
+def scaling_markdown(result: dict) -> str:
+    lines = [
+        f"A second smtpd, {time.strftime('%Y-%m-%d')}: {result['kind']}, {CLIENTS} clients, a new "
+        f"connection per message, {result['rounds']} alternating rounds of {result['count']} "
+        "messages per shape; service CPU = every process of the service (smtpds, writers, web, "
+        "worker, beat), PostgreSQL's backends apart; medians.",
+        "",
+        "| shape | msgs/s | service CPU/msg | runs | of which smtpds + writers "
+        "| PostgreSQL CPU/msg | PostgreSQL transactions/msg | p99 | acked | stored |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in result["shapes"].items():
+        runs = ", ".join(f"{x:.2f}" for x in r["runs_service_cpu"])
+        lines.append(
+            f"| {name} | {r['rate']:.0f} | {r['service_cpu_ms_per_msg']:.2f} ms | {runs} "
+            f"| {r['smtp_cpu_ms_per_msg']:.2f} ms "
+            f"| {r['postgres_cpu_ms_per_msg']:.2f} ms | {r['transactions_per_msg']:.3f} "
+            f"| {r['p99_ms']:.1f} ms | {r['acked']} "
+            f"| {r['stored']} |"
+        )
+    met = "yes" if result["shared_ratio"] <= SCALING_TARGET else "**no**"
+    lines += [
+        "",
+        "| figure | value | target | met |",
+        "|---|---:|---|:---:|",
+        f"| shared writer: 2 smtpd ÷ 1 smtpd, service CPU/msg | {result['shared_ratio']:.2f}× "
+        f"| ≤ {SCALING_TARGET}× | {met} |",
+        f"| shared writer: the same with PostgreSQL | {result['shared_ratio_with_postgres']:.2f}× "
+        "| — | — |",
+        f"| writer per smtpd (before): 2 ÷ 1, service CPU/msg | {result['process_ratio']:.2f}× "
+        "| — | — |",
+        f"| writer per smtpd (before): the same with PostgreSQL "
+        f"| {result['process_ratio_with_postgres']:.2f}× | — | — |",
+        f"| every acknowledged message stored, none more | "
+        f"{'yes' if result['all_stored'] else 'no'} | all | "
+        f"{'yes' if result['all_stored'] else '**no**'} |",
+    ]
+    return "\n".join(lines)
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -388,6 +643,18 @@ def verdicts(results: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, b
             )
         if kind == "realistic 4 KB" and ours2:
             rows.append((kind, "ours-2 (stretch ≥ 900/s)", f"{ours2:.0f}/s", ours2 >= 900))
+        for name, kinds in results.items():
+            r = kinds.get(kind, {})
+            if "acked_not_stored" in r:
+                wrong = r["acked_not_stored"] + r["stored_not_acked"]
+                rows.append(
+                    (
+                        kind,
+                        f"{name}: acknowledged = stored",
+                        f"{r['acked_not_stored']} lost, {r['stored_not_acked']} extra",
+                        wrong == 0,
+                    )
+                )
     return rows
 
 
@@ -426,7 +693,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=0)
     parser.add_argument("--maildev", action="store_true", help="also measure MailDev (npm)")
-    parser.add_argument("--only", action="append", help="target name (repeatable)")
+    parser.add_argument("--only", action="append", help="target name, or 'scaling' (repeatable)")
+    parser.add_argument(
+        "--rounds", type=int, default=0, help="alternating rounds of the 1-vs-2-smtpd scenario"
+    )
     args = parser.parse_args(argv)
     count = args.messages or (300 if args.quick else 1500)
     repeat = args.repeat or (1 if args.quick else 3)
@@ -438,6 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"database {database.BENCH_DB}: drop, create, migrate")
     database.recreate(base_url)
     results: dict[str, dict[str, dict]] = {}
+    scaled: dict | None = None
     scratch = tempfile.mkdtemp(prefix="pgh-bench-tls-")
     try:
         database.migrate(env)
@@ -476,6 +747,11 @@ def main(argv: list[str] | None = None) -> int:
                     )
             finally:
                 target.stop()
+        if not args.only or "scaling" in args.only:
+            log(f"a second smtpd: 1 and 2 smtpds, {SCALING_KIND}, alternating rounds")
+            scaled = scaling(
+                env, recipients, Path(scratch), count, args.rounds or (2 if args.quick else 5)
+            )
     finally:
         from django.db import connections
 
@@ -490,11 +766,34 @@ def main(argv: list[str] | None = None) -> int:
         "busy_before": machine_busy_pct(1.0),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ingest.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
-    text = markdown(results, meta)
+    document = {"meta": meta, "results": results, "scaling": scaled}
+    (RESULTS / "ingest.json").write_text(json.dumps(document, indent=2))
+    text = markdown(results, meta) if results else ""
+    if scaled is not None:
+        text += ("\n\n" if text else "") + scaling_markdown(scaled)
     (RESULTS / "ingest.md").write_text(text + "\n")
     print(text)
-    return 0
+    # The exit status: 1 when an acknowledged message was not stored (or one more was stored),
+    # or when 2 smtpds cost more than SCALING_TARGET× the CPU per message of 1. The other
+    # targets of this page are reported only (the table says which are met).
+    lost = [
+        f"{name}, {kind}"
+        for name, kinds in results.items()
+        for kind, r in kinds.items()
+        if r.get("acked_not_stored") or r.get("stored_not_acked")
+    ]
+    failed = bool(lost) or (scaled is not None and not scaled["met"])
+    print(
+        "\ningest: the exit status follows two checks only, every acknowledged message stored "
+        f"(and no other) and 2 smtpds ≤ {SCALING_TARGET}× the CPU per message of 1; the other "
+        "targets are reported, not enforced. "
+        + (
+            "FAILED: " + "; ".join(lost or ["2 smtpds over the CPU target"])
+            if failed
+            else "Both met."
+        )
+    )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

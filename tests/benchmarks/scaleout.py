@@ -25,6 +25,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -47,6 +48,9 @@ class Shape:
 
     def __init__(self, webs: int, smtps: int, workers: int, env: dict[str, str]) -> None:
         self.env = dict(env, CELERY_QUEUE=f"scaleout-{uuid.uuid4().hex[:8]}")
+        # The shape's smtpds share a writer of their own (a child of the first: counted with it),
+        # never one the previous shape's smtpds left running for its last seconds.
+        self.env["SMTP_WRITER_DIR"] = tempfile.mkdtemp(prefix="pgh-bench-writer-")
         self.smtp_port = free_port()
         smtpd = [sys.executable, "manage.py", "smtpd", "--host", "127.0.0.1", "--port"]
         self.smtps = [
@@ -101,7 +105,7 @@ class Shape:
 def _cpu_pids(shape: Shape) -> dict[str, int]:
     """Every process of the shape and the load generator, named ``<type>.<n>``."""
     pids = {f"web.{n}": web.proc.pid for n, web in enumerate(shape.webs) if web.proc}
-    smtpds = [  # each smtpd with its writer process (mail.smtpd.writer)
+    smtpds = [  # each smtpd with its children: the first one's is the shape's shared writer
         pid for s in shape.smtps if s.proc for pid in (s.proc.pid, *descendants(s.proc.pid))
     ]
     pids |= {f"smtpd.{n}": pid for n, pid in enumerate(smtpds)}

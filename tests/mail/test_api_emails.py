@@ -42,6 +42,7 @@ FULL_FIELDS = {
     "references",
     "received_at",
     "defects",
+    "envelope_recipients",
 }
 LIST_FIELDS = {
     "id",
@@ -85,6 +86,7 @@ def test_full_record(api: Api, inbox: Inbox) -> None:
     assert body["reply_to"] == [{"address": "help@shop.example", "name": "Help"}]
     assert body["cc"] == [{"address": "boss@corp.example", "name": ""}]
     assert body["inbox_id"] == inbox.pk and body["read"] is False
+    assert body["envelope_recipients"] == [inbox.address]
     assert {"name": "Subject", "value": "Your order"} in body["headers"]
     assert [h["name"] for h in body["headers"]][:3] == ["From", "To", "Subject"]
     assert body["attachments"][0]["filename"] == "a.pdf"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import smtplib
 import subprocess
 import sys
@@ -131,3 +132,29 @@ def test_the_smtpd_process_hands_the_gil_over_within_a_millisecond() -> None:
     finally:
         sys.setswitchinterval(before)
         gc.unfreeze()
+
+
+def _web_thresholds(**env: str) -> subprocess.CompletedProcess[str]:
+    code = "import gc, config.asgi; print(','.join(map(str, gc.get_threshold())))"
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if k != "WEB_GC_THRESHOLDS"}, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_web_process_makes_full_collections_rare() -> None:
+    """config.asgi sets the collector's thresholds from WEB_GC_THRESHOLDS (default 50000,20,100:
+    Python's 700,10,10 made the full collections that stall every parked wait several a minute
+    with MCP sessions parked; docs/operations.md), and refuses a value it cannot use."""
+    default = _web_thresholds()
+    assert default.returncode == 0, default.stderr
+    assert default.stdout.strip() == "50000,20,100"
+    chosen = _web_thresholds(WEB_GC_THRESHOLDS="2000,15,40")
+    assert chosen.stdout.strip() == "2000,15,40", chosen.stderr
+    refused = _web_thresholds(WEB_GC_THRESHOLDS="0,10,10")
+    assert refused.returncode != 0
+    assert "WEB_GC_THRESHOLDS: three positive integers" in refused.stderr

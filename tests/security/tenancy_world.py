@@ -93,6 +93,11 @@ SPEC_SCOPES: dict[tuple[str, str], str] = {
     ("GET", "/emails/wait"): "read",
     # Not in the spec: issue 30's mbox export, read like the inbox's emails.
     ("GET", "/inboxes/{}/export"): "read",
+    # Not in the spec: issue 29's sandbox SMTP credentials, sub-resources of an inbox: listing
+    # them (no secrets) reads, creating and revoking them writes, as PATCH /inboxes/{id} does.
+    ("GET", "/inboxes/{}/smtp-credentials"): "read",
+    ("POST", "/inboxes/{}/smtp-credentials"): "write",
+    ("DELETE", "/inboxes/{}/smtp-credentials/{}"): "write",
 }
 # Spec, Authentication 5 and decisions.md: only an owner's or admin's dashboard session decides.
 SESSION_ONLY = {("POST", "/outbox/{}/decision")}
@@ -381,6 +386,9 @@ def build_side(marker: str) -> Side:
         reason=f"{marker} reason",
     )
     assert item.status == "pending"
+    smtp_login = inbox_services.smtp_credential_create(
+        inbox=inbox, name=f"{marker} smtp", by=Actor.system("tests")
+    ).credential
     ids = {
         "inbox_id": inbox.pk,
         "email_id": email_id,
@@ -391,8 +399,17 @@ def build_side(marker: str) -> Side:
         "delivery_id": delivery.pk,
         "item_id": item.pk,
         "domain": domain.domain,
+        "credential_id": smtp_login.pk,
     }
-    tokens = {marker, workspace.pk, admin.key.pk, label.pk, *ids.values(), domain.domain}
+    tokens = {
+        marker,
+        workspace.pk,
+        admin.key.pk,
+        label.pk,
+        *ids.values(),
+        domain.domain,
+        smtp_login.username,
+    }
     return Side(
         marker=marker,
         workspace=workspace,

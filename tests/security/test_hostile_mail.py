@@ -163,7 +163,7 @@ def test_hostile_corpus(inbox: Inbox, figure: Callable[[str], None]) -> None:
             for hostile in CORPUS:
                 raw = hostile.build()
                 assert len(raw) <= 25 * MB, hostile.name
-                started = time.perf_counter()
+                started = time.process_time()  # CPU: the guard below holds on a busy machine
                 try:
                     delivery = pipeline.receive_one(
                         raw, to=inbox.address, mail_from="x@example.org"
@@ -171,7 +171,7 @@ def test_hostile_corpus(inbox: Inbox, figure: Callable[[str], None]) -> None:
                 except Exception:
                     failures.append(f"{hostile.name}: {traceback.format_exc()}")
                     continue
-                seconds.append((time.perf_counter() - started, hostile.name))
+                seconds.append((time.process_time() - started, hostile.name))
                 if delivery.email_id is None:
                     failures.append(f"{hostile.name}: not stored ({delivery.refusal})")
                     continue
@@ -191,7 +191,9 @@ def test_hostile_corpus(inbox: Inbox, figure: Callable[[str], None]) -> None:
         f"peak memory growth {growth / MB:.0f} MB"
     )
     assert failures == [], "\n".join(failures)
-    assert slowest[0] < 10, slowest  # a guard against quadratic blowups, not a benchmark
+    # A guard against quadratic blowups (CPU seconds of this process, which a busy machine does not
+    # inflate: wall time reached 13.7 s for the 100,000-link message under load), not a benchmark.
+    assert slowest[0] < 10, slowest
     assert growth < 256 * MB
     if LARGE:
         assert p99 < 2, ordered[-5:]

@@ -502,13 +502,34 @@ def test_secrets_appear_nowhere_after_creation(
         local_hook = local.post(
             "/api/v1/webhooks", {"url": receiver.url, "events": every_event}, format="json"
         ).json()
+        created_login = live.post(
+            f"/api/v1/inboxes/{alpha.ids['inbox_id']}/smtp-credentials", json={"name": "live"}
+        ).json()
+        local_login = local.post(
+            f"/api/v1/inboxes/{alpha.ids['inbox_id']}/smtp-credentials", {}, format="json"
+        ).json()
         secrets = {
             "live key": created_key["key"],
             "live webhook secret": created_hook["secret"],
             "in-process key": local_key["key"],
             "in-process webhook secret": local_hook["secret"],
+            "live SMTP password": created_login["password"],
+            "in-process SMTP password": local_login["password"],
         }
-        assert all(secrets.values()) and len(set(secrets.values())) == 4
+        assert all(secrets.values()) and len(set(secrets.values())) == 6
+        # A password used at the live smtpd where AUTH is offered without TLS (embedded mode),
+        # and mail sent with it; elsewhere (no certificate) AUTH is refused before any secret.
+        with smtplib.SMTP("127.0.0.1", live_stack.smtp_port, timeout=30) as smtp:
+            smtp.ehlo()
+            if smtp.has_extn("auth"):
+                smtp.login(created_login["username"], created_login["password"])
+                smtp.sendmail(
+                    "app@sender.example",
+                    ["someone@elsewhere.example"],
+                    message(to="someone@elsewhere.example", subject="sandboxed"),
+                )
+            else:
+                assert smtp.docmd("AUTH", "LOGIN")[0] == 538
 
         # Used: as credentials (header and ?access_token=), and by the worker to sign.
         fresh = {"Authorization": f"Bearer {created_key['key']}"}
@@ -615,7 +636,7 @@ def test_secrets_appear_nowhere_after_creation(
     assert any("apikeys_apikey" in line for line in logged.lines)
     assert columns_containing([alpha.marker])[0]
     figure(
-        f"secrets: 2 keys and 2 webhook secrets searched in {len(responses)} responses, "
+        f"secrets: 2 keys, 2 webhook secrets and 2 SMTP passwords searched in {len(responses)} responses, "
         f"{len(pages)} admin pages, {len(logged.lines)} + {len(output)} log lines and "
         f"{searched} database columns: {sum(len(v) for f in leaks.values() for v in f.values())} "
         f"found, {sum(found_columns.values())} rows"

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shlex
 import socket
 import sys
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from config.migrate import migrate_if_needed
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +51,9 @@ def port_taken(host: str, port: int) -> bool:
 
 class Command(BaseCommand):
     help = "Serve HTTP, SMTP and the periodic jobs in one process (embedded mode)."
+    # Django's system checks load every URL and view to look at them, a quarter of a second of
+    # each start; they run where configuration changes (``manage.py check``, the test suite).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -76,6 +84,21 @@ class Command(BaseCommand):
             default=settings.SMTPS_PORT,
             help="Port for implicit TLS (SMTPS) (default: the SMTPS_PORT setting; unset: none).",
         )
+        parser.add_argument(
+            "--migrate",
+            action="store_true",
+            help="Apply the database's unapplied migrations first, in this process; with none "
+            "left, nothing runs (make run; default: off).",
+        )
+        parser.add_argument(
+            "--before",
+            action="append",
+            metavar="COMMAND",
+            help="A management command and its arguments, as one string (--before 'migrate "
+            "--noinput'), run in this process before serving; may be repeated. make run "
+            "migrates and bootstraps this way: each separate Python process cost as much as "
+            "the server's own start.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         # A port in use used to end in daphne's CRITICAL line and exit status 0 (HTTP), or in
@@ -91,6 +114,11 @@ class Command(BaseCommand):
                     f"serve?). Stop that process, or choose another port: {flag} {port + 1}, "
                     f"or make run {variable}={port + 1}."
                 )
+        if options["migrate"]:
+            migrate_if_needed(verbosity=0)
+        for command in options["before"] or ():
+            name, *arguments = shlex.split(command)
+            call_command(name, *arguments)
         import daphne.server  # installs the asyncio reactor before anything imports twisted
         from daphne.access import AccessLogGenerator
         from twisted.internet import reactor
@@ -109,7 +137,18 @@ class Command(BaseCommand):
 
         # The apps' tasks modules are imported by a Celery worker at start-up, not by the app:
         # without this every schedule entry's task is unknown here (and no periodic job ran).
-        app.loader.import_default_modules()
+        # Celery's Django fix-up runs Django's system checks first, as a worker's start does
+        # (the URLconf, the OpenAPI generator: a quarter of a second); this command skips them
+        # (requires_system_checks above), and says so to Celery with its own switch.
+        skip_checks = os.environ.get("CELERY_SKIP_CHECKS")
+        os.environ["CELERY_SKIP_CHECKS"] = "1"
+        try:
+            app.loader.import_default_modules()
+        finally:
+            if skip_checks is None:
+                del os.environ["CELERY_SKIP_CHECKS"]
+            else:
+                os.environ["CELERY_SKIP_CHECKS"] = skip_checks
         schedule = [
             (app.tasks[entry["task"]], entry["schedule"])
             for entry in app.conf.beat_schedule.values()

@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from config.startup import started
 from mail.smtpd.server import start_servers
 from mail.smtpd.tls import TlsSetupError, configured_context
 from mail.smtpd.writer import writer_for
@@ -29,17 +30,26 @@ from mail.smtpd.writer import writer_for
 # benchmark and the writer thread, 1 ms served the sessions best, shorter and longer ones alike
 # did worse (the figures are in the commit that set it).
 GIL_SWITCH_INTERVAL = 0.001
+# Seconds the smtpd waits, when its writer ended while starting, for a stop signal that came with
+# it to be handled (the writer's end and the signal are noticed by the event loop in any order).
+STOP_SIGNAL_GRACE = 0.2
 
 
 def tune_interpreter() -> None:
     """Settings of the interpreter for a long-lived smtpd process."""
     gc.collect()
     gc.freeze()  # startup objects live forever: keep them out of full collections
+    started()  # the collector's usual thresholds (config/startup.py)
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
 
 
 class Command(BaseCommand):
     help = "Receive mail over SMTP for every hosted address (several processes may share a port)."
+    # Django's system checks load the URLconf (every API view, DRF, drf-spectacular) to look at
+    # it: a quarter of a second of every restart, for modules this process never uses. They run
+    # where configuration changes: the release step (``migrate``), ``manage.py check --deploy``
+    # and the test suite.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -77,8 +87,17 @@ class Command(BaseCommand):
         self, host: str, port: int, tls: ssl.SSLContext | None, smtps_port: int | None
     ) -> None:
         writer = writer_for(settings.SMTP_WRITER)
-        await writer.start()  # the writer process is ready before the port opens
-        servers = await start_servers(host, port, writer, tls=tls, smtps_port=smtps_port)
+        # The writer starts (a process of its own sets Django up) while the port opens: a
+        # restarted smtpd accepts connections at once, and a batch that arrives before the
+        # writer is ready waits for it rather than the senders waiting for the port. The task
+        # is created before the port opens, so the writer's start comes before any batch.
+        starting = asyncio.create_task(writer.start())
+        try:
+            servers = await start_servers(host, port, writer, tls=tls, smtps_port=smtps_port)
+        except BaseException:
+            starting.cancel()
+            await writer.close()
+            raise
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -90,6 +109,17 @@ class Command(BaseCommand):
             listening += f" and {host}:{smtps_port} (implicit TLS)"
         self.stdout.write(listening, ending="\n")
         self.stdout.flush()
+        try:
+            await starting  # a writer that cannot start ends the process, as it did before
+        except Exception:
+            # A stop sent to the process group (a supervisor's, Ctrl-C) reaches the writer too,
+            # and ends it if it comes before the writer ignores signals: a stop, not a failure.
+            # Its handler here may run just after the writer's end is noticed.
+            await asyncio.sleep(STOP_SIGNAL_GRACE)
+            if not stop.is_set():
+                for server in servers:
+                    server.close()
+                raise
         await stop.wait()
         for server in servers:
             server.close()

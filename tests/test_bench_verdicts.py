@@ -1,0 +1,83 @@
+"""``make bench`` says plainly whether it passed (issue 32): a wait scenario's unanswered waiter is
+a miss, not a message left out of the percentiles, and the summary, the last step, fails when any
+target is missed and names the areas that only report figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.benchmarks import report, summary
+from tests.benchmarks.scenarios import FULL, _Sample, latency_figures
+
+
+def _answered(seq: int, latency: float) -> _Sample:
+    return _Sample(
+        seq, "ibx", warmup=False, acked=10.0, email_id=f"e{seq}", received=10.0 + latency,
+        received_id=f"e{seq}",
+    )  # fmt: skip
+
+
+def test_an_unanswered_waiter_is_a_miss_in_the_percentiles() -> None:
+    measured = [_answered(n, 0.005) for n in range(98)]
+    measured += [_Sample(98, "ibx", warmup=False, acked=10.0, email_id="e98")]  # never answered
+    measured += [_Sample(99, "ibx", warmup=False, acked=10.0, email_id="e99")]
+    figures = latency_figures(measured)
+    assert figures["delivered"] == 98 and figures["missed"] == 2 and figures["lost"] == 2
+    assert figures["p50_ms"] == 5.0
+    assert figures["p99_ms"] is None  # the 99th of 100 is one of the two misses
+    rows = report.rows({"a": {"waiters": 100, "target_rate": 20, "messages_measured": 100,
+                              **figures}}, FULL)  # fmt: skip
+    p99 = next(r for r in rows if r.scenario.endswith("p99"))
+    assert p99.met is False and "missed (2 unanswered)" in p99.figure
+
+
+def test_another_emails_answer_and_a_failed_send_are_misses_too() -> None:
+    wrong = _answered(0, 0.001)
+    wrong.received_id = "someone-else"
+    failed = _Sample(1, "ibx", warmup=False, error="smtp ConnectionResetError")
+    figures = latency_figures([wrong, failed, _answered(2, 0.003)])
+    assert figures["missed"] == 2 and figures["mismatched"] == 1 and figures["smtp_errors"] == 1
+    assert figures["p50_ms"] is None  # two of three are misses
+
+
+def _startup(met: bool | None, target: float | None) -> dict:
+    return {
+        "name": "smtpd",
+        "what": "smtpd",
+        "runs_s": [0.8, 0.9, 1.2],
+        "cpu_s": [0.5, 0.5, 0.6],
+        "target_s": target,
+        "median_s": 0.9,
+        "met": met,
+    }
+
+
+@pytest.fixture
+def results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(summary, "RESULTS", tmp_path)
+    monkeypatch.setattr(summary, "ROOT", tmp_path)
+    monkeypatch.setattr(summary, "DOCS_PAGE", tmp_path / "benchmarks.md")
+    return tmp_path
+
+
+def test_the_summary_fails_on_a_missed_target(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (results / "startup.json").write_text(json.dumps({"smtpd": _startup(False, 0.5)}))
+    assert summary.main([]) == 1
+    assert "1 targets missed; failing" in capsys.readouterr().out
+    assert summary.main(["--report-only"]) == 0
+
+
+def test_the_summary_passes_and_names_what_only_reports(
+    results: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (results / "startup.json").write_text(json.dumps({"smtpd": _startup(True, 1.0)}))
+    (results / "webhooks.json").write_text(json.dumps({"1 worker": {"per_second": 120}}))
+    assert summary.main([]) == 0
+    out = capsys.readouterr().out
+    assert "Areas with targets (make bench fails when one is missed): start-up." in out
+    assert "Areas that only report their figures (no target to miss): webhooks." in out
