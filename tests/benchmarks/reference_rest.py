@@ -61,7 +61,7 @@ EMAIL = (
     "e.headers, (SELECT coalesce(json_agg(json_build_array(a.id, a.filename, a.content_type, "
     "a.size, a.content_id, a.inline) ORDER BY a.position), '[]') FROM mail_attachment a "
     "WHERE a.email_id = e.id), e.extracted, e.size, e.in_reply_to, e.references, e.defects, "
-    "e.from_address, e.from_name FROM k LEFT JOIN mail_email e "
+    "e.envelope_recipients, e.envelope_to, e.from_address, e.from_name FROM k LEFT JOIN mail_email e "
     "ON e.workspace_id = k.workspace_id AND e.id = %s"
 )
 INBOX_INSERT = (
@@ -158,7 +158,7 @@ def _addresses(rows: list) -> list[dict[str, str]]:
 def email_json(r: tuple) -> dict[str, Any]:
     (id_, inbox_id, to, subject, preview, labels, read, starred, received, message_id, cc,
      reply_to, text, html, headers, attachments, extracted, size, in_reply_to, references,
-     defects, from_address, from_name) = r  # fmt: skip
+     defects, envelope_recipients, envelope_to, from_address, from_name) = r  # fmt: skip
     return {
         "id": id_,
         "inbox_id": inbox_id,
@@ -192,6 +192,9 @@ def email_json(r: tuple) -> dict[str, Any]:
         "in_reply_to": in_reply_to,
         "references": references,
         "defects": defects,
+        "envelope_recipients": list(envelope_recipients)
+        if envelope_recipients
+        else ([envelope_to] if envelope_to else []),
         "from": {"address": from_address, "name": from_name} if from_address or from_name else None,
     }
 
