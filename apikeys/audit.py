@@ -50,6 +50,8 @@ ACTIONS: frozenset[str] = frozenset(
         "label.created",
         "label.updated",
         "label.deleted",
+        "label.example_added",
+        "label.example_removed",
         "webhook.created",
         "webhook.updated",
         "webhook.deleted",
@@ -79,7 +81,9 @@ FIELDS: Mapping[str, frozenset[str]] = {
         }
     ),
     "domain": frozenset({"domain", "catch_all"}),
-    "label": frozenset({"key", "name", "color", "instructions", "threshold", "rules", "enabled"}),
+    "label": frozenset(
+        {"key", "name", "color", "instructions", "threshold", "rules", "enabled", "example"}
+    ),
     "webhook": frozenset({"url", "events", "inbox_ids", "label_keys", "enabled"}),
     "inbox": frozenset({"address"}),
     "smtp_credential": frozenset({"username", "name", "inbox"}),

@@ -439,6 +439,9 @@ if env.bool("BEHIND_TLS_PROXY", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # --- API -------------------------------------------------------------------------------------
+# Requests of the REST API one web process serves at once (config.api.handler's thread pool);
+# each holds a connection of the database pool (DB_POOL_MAX) while it runs.
+API_THREADS = env.int("API_THREADS", default=4)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "apikeys.authentication.BearerKeyAuthentication",
@@ -449,7 +452,7 @@ REST_FRAMEWORK = {
         "config.api.query.KnownQueryOnly",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["apikeys.throttling.KeyRateThrottle"],
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_RENDERER_CLASSES": ["config.api.renderers.JsonRenderer"],
     "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "config.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.api.schema.ScopedAutoSchema",

@@ -15,6 +15,10 @@ def _lbl_id() -> str:
     return new_id("lbl")
 
 
+def _lex_id() -> str:
+    return new_id("lex")
+
+
 class Color(models.TextChoices):
     VIOLET = "violet"
     SKY = "sky"
@@ -97,16 +101,30 @@ class EmailLabel(models.Model):
         return f"{self.key} ({self.source})"
 
 
+class FeedbackSource(models.TextChoices):
+    LABEL = "label"  # a person put the label on the email
+    REMOVAL = "removal"  # a person took the classifier's label off
+    EXAMPLE = "example"  # POST /labels/{key}/examples (or the dashboard's yes / no buttons)
+
+
 class LabelFeedback(models.Model):
     """A person's decision about a label on an email, kept as a training example.
 
-    A manual label is a positive example; removing a classifier's label is a negative one. The
-    email's content is copied so examples outlive the email.
+    A manual label is a positive example; removing a classifier's label is a negative one; an
+    explicit example says yes or no. One per label and email: the latest decision wins. The
+    email's content (and its structural signals) is copied so examples outlive the email.
     """
 
     label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="feedback")
+    # The API's id of the example (the integer key would tell how many examples all workspaces
+    # have); unique index: DELETE /labels/{key}/examples/{id}.
+    public_id = models.CharField(max_length=32, default=_lex_id, unique=True, editable=False)
     email_id = models.CharField(max_length=32)
     positive = models.BooleanField()
+    source = models.CharField(
+        max_length=10, choices=FeedbackSource.choices, default=FeedbackSource.LABEL
+    )
+    signals = models.JSONField(default=list, blank=True)
     from_address = models.CharField(max_length=320, blank=True, default="")
     from_name = models.CharField(max_length=320, blank=True, default="")
     subject = models.TextField(blank=True, default="")

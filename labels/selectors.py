@@ -88,11 +88,35 @@ def examples_for(label: Label) -> list[Example]:
                 from_name=row.from_name,
                 subject=row.subject,
                 text=row.text,
+                signals=frozenset(row.signals or ()),
             ),
             positive=row.positive,
         )
         for row in sorted(rows, key=lambda r: r.pk)
     ]
+
+
+def example_page(
+    label: Label, *, limit: int, after: str | None = None
+) -> tuple[list[LabelFeedback], str | None]:
+    """One page of the label's training examples (explicit ones, manual labels and removals),
+    newest first by their ``lex_`` id (``GET /labels/{key}/examples``), and the id to continue
+    after when there are more."""
+    rows = LabelFeedback.objects.filter(label=label).order_by("-public_id")
+    if after:
+        rows = rows.filter(public_id__lt=after)
+    page = list(rows[: limit + 1])
+    if len(page) > limit:
+        return page[:limit], page[limit - 1].public_id
+    return page, None
+
+
+def example_get(label: Label, example_id: str) -> LabelFeedback:
+    """One example of the label by its ``lex_`` id, or not_found (never another label's)."""
+    example = LabelFeedback.objects.filter(label=label, public_id=example_id).first()
+    if example is None:
+        raise NotFound("No such example.")
+    return example
 
 
 def label_list_with_counts(workspace: Workspace) -> QuerySet[Label]:
@@ -102,3 +126,9 @@ def label_list_with_counts(workspace: Workspace) -> QuerySet[Label]:
         .annotate(email_count=Count("applications"))
         .order_by("key")
     )
+
+
+def examples_of_email(workspace: Workspace, email_id: str) -> dict[str, LabelFeedback]:
+    """The workspace's training examples about one email, by label key (the email view)."""
+    rows = LabelFeedback.objects.filter(label__workspace=workspace, email_id=email_id)
+    return {row.label.key: row for row in rows.select_related("label")}

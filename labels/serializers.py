@@ -150,3 +150,49 @@ class LabelTestResultOut(serializers.Serializer):
 
 class LabelTestOut(serializers.Serializer):
     results = LabelTestResultOut(many=True)
+
+
+class LabelExampleIn(JsonIn):
+    email_id = serializers.CharField(
+        max_length=32, help_text="A stored email of the workspace (404 not_found otherwise)."
+    )
+    answer = serializers.ChoiceField(
+        choices=["yes", "no"], help_text="Whether the label applies to this email."
+    )
+
+
+class LabelExampleListQuery(PageQuery):
+    default_limit = 50
+    max_limit = 200
+
+
+class LabelExampleOut(serializers.Serializer):
+    id = serializers.CharField(help_text="Prefix `lex_`.")
+    email_id = serializers.CharField()
+    answer = serializers.ChoiceField(choices=["yes", "no"])
+    source = serializers.ChoiceField(
+        choices=["example", "label", "removal"],
+        help_text="`example`: given here or with the dashboard's yes / no buttons; `label`: a "
+        "person put the label on the email; `removal`: a person took the classifier's label off.",
+    )
+    from_address = serializers.CharField()
+    subject = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+def example_record(row: Any) -> dict[str, Any]:
+    """What :class:`LabelExampleOut` shows of a ``LabelFeedback`` row."""
+    return {
+        "id": row.public_id,
+        "email_id": row.email_id,
+        "answer": "yes" if row.positive else "no",
+        "source": row.source,
+        "from_address": row.from_address,
+        "subject": row.subject,
+        "created_at": row.created_at,
+    }
+
+
+class LabelExampleDeletedOut(serializers.Serializer):
+    deleted = serializers.BooleanField()
+    id = serializers.CharField()

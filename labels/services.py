@@ -21,7 +21,7 @@ from config.rows import bulk_insert
 from labels import rules as rules_engine
 from labels.classifier.base import Backend, EmailFacts, Example, Verdict
 from labels.exceptions import LabelExists
-from labels.models import EmailLabel, Label, LabelFeedback, LabelSource
+from labels.models import EmailLabel, FeedbackSource, Label, LabelFeedback, LabelSource
 from labels.selectors import classifier_labels as classifier_labels_of
 from labels.selectors import examples_for
 
@@ -204,18 +204,62 @@ def verdict_record(*, email_id: str, label: Label, verdict: Verdict) -> dict | N
     return _label_dict(row) if created else None
 
 
-def _feedback(label: Label, email_id: str, facts: EmailFacts, positive: bool) -> None:
-    LabelFeedback.objects.update_or_create(
+def _feedback(
+    label: Label, email_id: str, facts: EmailFacts, positive: bool, source: str
+) -> LabelFeedback:
+    row, _ = LabelFeedback.objects.update_or_create(
         label=label,
         email_id=email_id,
         defaults={
             "positive": positive,
+            "source": source,
             "from_address": facts.from_address[:320],
             "from_name": facts.from_name[:320],
             "subject": facts.subject,
             "text": facts.text[:20_000],
+            "signals": sorted(facts.signals),
         },
     )
+    return row
+
+
+def _example_target(label: Label) -> Target:
+    return Target("label", label.pk, label.key)
+
+
+def example_add(
+    *, label: Label, email_id: str, facts: EmailFacts, answer: bool, by: Actor
+) -> LabelFeedback:
+    """Records a person's explicit yes or no for the label on one email (the caller found the
+    email in the label's workspace) as a training example; a later decision about the same
+    email replaces the earlier one, whatever made it. The email's labels stay as they are, but
+    a ``no`` keeps the classifier from applying the label to it."""
+    with transaction.atomic():
+        row = _feedback(label, email_id, facts, answer, FeedbackSource.EXAMPLE)
+        audit.record(
+            workspace=label.workspace_id,
+            by=by,
+            action="label.example_added",
+            target=_example_target(label),
+            changes={"example": {"after": f"{email_id}: {'yes' if answer else 'no'}"}},
+        )
+    return row
+
+
+def example_remove(*, example: LabelFeedback, by: Actor) -> None:
+    """Forgets one training example, whatever made it (the email's labels stay)."""
+    label = example.label
+    with transaction.atomic():
+        audit.record(
+            workspace=label.workspace_id,
+            by=by,
+            action="label.example_removed",
+            target=_example_target(label),
+            changes={
+                "example": {"before": f"{example.email_id}: {'yes' if example.positive else 'no'}"}
+            },
+        )
+        LabelFeedback.objects.filter(label=label, pk=example.pk).delete()
 
 
 def manual_labels_set(
@@ -237,6 +281,7 @@ def manual_labels_set(
             label__in=[row.label for row in existing.values() if row.pk in stale],
             email_id=email_id,
             positive=True,
+            source=FeedbackSource.LABEL,
         ).delete()
         for label_id, label in wanted.items():
             row = existing.get(label_id)
@@ -247,7 +292,7 @@ def manual_labels_set(
             elif row.source != LabelSource.MANUAL:
                 row.source, row.confidence = LabelSource.MANUAL, 1.0
                 row.save(update_fields=["source", "confidence"])
-            _feedback(label, email_id, facts, positive=True)
+            _feedback(label, email_id, facts, True, FeedbackSource.LABEL)
     return list(EmailLabel.objects.filter(email=email).order_by("created_at", "pk"))
 
 
@@ -259,9 +304,11 @@ def labels_remove(*, email: models.Model, labels: Sequence[Label], facts: EmailF
         rows = list(EmailLabel.objects.filter(email=email, label__in=labels))
         for row in rows:
             if row.source == LabelSource.CLASSIFIER:
-                _feedback(row.label, email_id, facts, positive=False)
+                _feedback(row.label, email_id, facts, False, FeedbackSource.REMOVAL)
             elif row.source == LabelSource.MANUAL:
-                LabelFeedback.objects.filter(label=row.label, email_id=email_id).delete()
+                LabelFeedback.objects.filter(
+                    label=row.label, email_id=email_id, source=FeedbackSource.LABEL
+                ).delete()
         EmailLabel.objects.filter(email=email, pk__in=[row.pk for row in rows]).delete()
     return len(rows)
 

@@ -20,6 +20,11 @@ urlpatterns = [
     path("emails/<str:email_id>/delete/", views.email_delete, name="email_delete"),
     path("emails/<str:email_id>/labels/", views.email_label_add, name="email_label_add"),
     path(
+        "emails/<str:email_id>/labels/<str:key>/example/",
+        views.email_label_example,
+        name="email_label_example",
+    ),
+    path(
         "emails/<str:email_id>/labels/<str:key>/remove/",
         views.email_label_remove,
         name="email_label_remove",

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from config.api.inputs import JsonIn
 from config.api.query import PageQuery
+from config.api.represent import boolean, dt, integer, text, texts
 
 Q_HELP = (
     "A search, every term ANDed (docs/api.md, Searching mail). A bare `word` or "
@@ -218,9 +219,37 @@ class _EmailBase(serializers.Serializer):
             for row in email.email_labels.all()
         ]
 
+    def base(self, email: Any) -> dict[str, Any]:
+        """The fields of this class as DRF writes them (config.api.represent), ``from`` left
+        for the end (``get_fields`` puts it last)."""
+        return {
+            "id": text(email.id),
+            "inbox_id": text(email.inbox_id),
+            "to": addresses(email.to),
+            "subject": text(email.subject),
+            "preview": text(email.preview),
+            "labels": self.get_labels(email),
+            "read": boolean(email.read),
+            "starred": boolean(email.starred),
+            "received_at": dt(email.received_at),
+        }
+
+
+def addresses(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """``AddressOut(many=True)`` of stored addresses."""
+    if rows is None:
+        return None
+    return [{"address": text(a["address"]), "name": text(a["name"])} for a in rows]
+
 
 class EmailSummaryOut(_EmailBase):
     has_attachments = serializers.BooleanField()
+
+    def to_representation(self, email: Any) -> dict[str, Any]:
+        out = self.base(email)
+        out["has_attachments"] = boolean(email.has_attachments)
+        out["from"] = self.get_from(email)
+        return out
 
 
 class EmailOut(_EmailBase):
@@ -255,3 +284,44 @@ class EmailOut(_EmailBase):
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:
         return [{"name": name, "value": value} for name, value in email.headers]
+
+    def to_representation(self, email: Any) -> dict[str, Any]:
+        out = self.base(email)
+        extracted = email.extracted
+        out |= {
+            "message_id": text(email.message_id),
+            "cc": addresses(email.cc),
+            "reply_to": addresses(email.reply_to),
+            "text": text(email.text),
+            "html": text(email.html),
+            "headers": self.get_headers(email),
+            "attachments": [
+                {
+                    "id": text(a.id),
+                    "filename": text(a.filename),
+                    "content_type": text(a.content_type),
+                    "size": integer(a.size),
+                    "content_id": text(a.content_id),
+                    "inline": boolean(a.inline),
+                }
+                for a in email.attachments.all()
+            ],
+            "extracted": None
+            if extracted is None
+            else {
+                "code": text(extracted["code"]),
+                "link": text(extracted["link"]),
+                "codes": texts(extracted["codes"]),
+                "links": [
+                    {"url": text(x["url"]), "text": text(x["text"]), "kind": x["kind"]}
+                    for x in extracted["links"]
+                ],
+            },
+            "size": integer(email.size),
+            "in_reply_to": text(email.in_reply_to),
+            "references": texts(email.references),
+            "defects": texts(email.defects),
+            "envelope_recipients": self.get_envelope_recipients(email),
+            "from": self.get_from(email),
+        }
+        return out

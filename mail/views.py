@@ -22,12 +22,15 @@ from django.utils.http import content_disposition_header, url_has_allowed_host_a
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_POST
 
+from apikeys.audit import actor_of
 from apikeys.dashboard import may, member_required, refuse
 from config.api.errors import ApiError, NotFound, ValidationFailed
 from config.api.pagination import paginate
 from inboxes.forms import LIFETIMES, InboxLifetimeForm
 from inboxes.views import inbox_or_404, smtp_credentials_context
 from labels import selectors as label_selectors
+from labels import services as label_services
+from labels.classifier.base import facts_of
 from mail import selectors, services
 from mail.forms import EmailReadForm, EmailSearchForm, LabelAddForm
 from mail.message import sanitize
@@ -146,6 +149,25 @@ def _label_rows(email: Email) -> tuple[list[dict], list[tuple[str, str]]]:
     return applied, addable
 
 
+def _teach_rows(email: Email) -> list[dict]:
+    """The classifier's labels with this email's example for each (its yes / no buttons)."""
+    examples = label_selectors.examples_of_email(email.workspace, email.pk)
+    rows = []
+    for label in label_selectors.classifier_labels(email.workspace):
+        example = examples.get(label.key)
+        rows.append(
+            {
+                "key": label.key,
+                "name": label.name,
+                "question": label.instructions,
+                "answer": ("yes" if example.positive else "no") if example else "",
+                "source": example.source if example else "",
+                "example_id": example.public_id if example else "",
+            }
+        )
+    return sorted(rows, key=lambda row: row["key"])
+
+
 @member_required()
 def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
     """One email; opening it marks it read (as ``GET /emails/{id}?mark_read=true``)."""
@@ -155,6 +177,7 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
     show_images = request.GET.get("images") == "1"
     safe = sanitize.sanitize_html(email.html, remote_images=show_images) if email.html else None
     applied, addable = _label_rows(email)
+    teach = _teach_rows(email)
     raw = selectors.email_raw(request.membership.workspace, email.pk)  # type: ignore[attr-defined]
     extracted = email.extracted or {}
     context = {
@@ -162,6 +185,7 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
         "inbox": email.inbox,
         "labels": applied,
         "label_form": LabelAddForm(choices=addable) if addable else None,
+        "teach": teach,
         "can_write": may(request, "write"),
         "code": extracted.get("code"),
         "link": extracted.get("link"),
@@ -380,4 +404,36 @@ def email_label_remove(request: HttpRequest, email_id: str, key: str) -> HttpRes
         messages.error(request, error.message)
     else:
         messages.success(request, f"Removed the label {key}.")
+    return redirect("email_detail", email_id=email.pk)
+
+
+@require_POST
+@member_required()
+def email_label_example(request: HttpRequest, email_id: str, key: str) -> HttpResponse:
+    """The "yes / no for this label" buttons: the same service as ``POST /labels/{key}/examples``
+    (``answer`` yes or no), or ``DELETE /labels/{key}/examples/{id}`` (``answer`` forget)."""
+    if not may(request, "write"):
+        return refuse(request, "teach labels")
+    email = _email_or_404(request, email_id)
+    try:
+        label = label_selectors.label_get(email.workspace, key)
+    except NotFound:
+        raise Http404("No such label.") from None
+    answer = request.POST.get("answer")
+    if answer in ("yes", "no"):
+        label_services.example_add(
+            label=label,
+            email_id=email.pk,
+            facts=facts_of(email),
+            answer=answer == "yes",
+            by=actor_of(request),
+        )
+        messages.success(request, f"Noted: {answer} for {label.name}.")
+    elif answer == "forget":
+        example = label_selectors.examples_of_email(email.workspace, email.pk).get(key)
+        if example is not None:
+            label_services.example_remove(example=example, by=actor_of(request))
+        messages.success(request, f"Forgot this email as an example for {label.name}.")
+    else:
+        messages.error(request, "Answer yes or no.")
     return redirect("email_detail", email_id=email.pk)

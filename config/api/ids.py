@@ -16,7 +16,7 @@ import time
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
 PREFIXES = frozenset(
-    {"ws", "key", "dom", "inb", "eml", "att", "out", "whk", "dlv", "evt", "lbl", "aud"}
+    {"ws", "key", "dom", "inb", "eml", "att", "out", "whk", "dlv", "evt", "lbl", "lex", "aud"}
 )
 
 

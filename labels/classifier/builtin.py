@@ -6,16 +6,23 @@ and the email is scored by weighted lexical evidence for those concepts: phrases
 found in the subject (weighted up), the sender or the body, counter-evidence ("free shipping" is
 no shipment), conditional boilerplate weighted down ("If you did not request a password reset,
 ...") and concepts that clearly dominate the email suppressing the others (a newsletter about
-passwords is no password reset). Questions the lexicon does not know are answered from their own
-content words. A logistic function turns the evidence into P(yes).
+passwords is no password reset). The structural signals of the email (``EmailFacts.signals``
+from its headers, and those :func:`_meta` reads from its sender, subject and text: quoted
+history, a signature, a sign-off with a name, link density, a no-reply sender) are specials of a
+``meta`` field that concepts weigh like phrases ("<reply>", "<list>", ...). Questions the lexicon
+does not know are answered from their own content words; triggers after a contrast ("..., not
+sent by a system") count against their concept. A logistic function turns the evidence into
+P(yes).
 
-With examples (a workspace's manual labels), scikit-learn's logistic regression is fitted on the
-zero-shot prior's log-odds (a scaled column, barely penalised), TF-IDF word n-grams (scikit-learn,
-sublinear tf) of sender, subject and body, and the lexicon's concept scores (both regularised
-towards 0). Examples that agree with the prior leave it be; examples that contradict it teach the
-words they carry. Synthetic examples built from the lexicon stand in for a missing class (only
-positives or only negatives). Fitted models are cached in a small LRU keyed by a hash of
-(question, examples) and score new emails in plain Python.
+With examples (a workspace's explicit yes / no answers, manual labels and removals),
+scikit-learn's logistic regression is fitted on the zero-shot prior's log-odds (a scaled column,
+barely penalised), TF-IDF word n-grams (scikit-learn, sublinear tf) of sender (with the
+structural signals as words), subject and body, and the lexicon's concept scores (both
+regularised towards 0). Examples that agree with the prior leave it be (:func:`_blend`);
+examples that contradict it teach the words they carry; when the prior knows nothing of the
+question, the examples decide (:func:`_uninformed`). Synthetic examples built from the lexicon
+stand in for a missing class (only positives or only negatives). Fitted models are cached in a
+small LRU keyed by a hash of (question, examples) and score new emails in plain Python.
 """
 
 from __future__ import annotations
@@ -45,7 +52,10 @@ BODY_CHARS = 10_000  # the start of a body says what an email is; the rest is mo
 SUBJECT_CHARS = 500
 
 _FOLD = str.maketrans({"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "đ": "d", "ł": "l", "ı": "i"})
-_TOKEN = re.compile(r"[^\W_]+|[%$€£¥]")  # words of any script, after folding
+# Words of any script, after folding; Chinese and Japanese characters one by one (those scripts
+# do not separate words), so that lexicon phrases in them match as character sequences.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+_TOKEN = re.compile(rf"[^\W_{_CJK}]+|[{_CJK}]|[%$€£¥]")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s*\n\s*|\s{3,}|\s[|•·—–]\s")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
@@ -153,6 +163,150 @@ def _has_code(text: str) -> bool:
     return False
 
 
+_QUOTE_HEADER = re.compile(
+    r"^(?:on .{4,120} wrote:|am .{4,120} schrieb .{0,80}:|le .{4,120} a (?:e|é)crit ?:|"
+    r"el .{4,120} escribi(?:o|ó):|em .{4,120} escreveu:|il .{4,120} ha scritto:|"
+    r"op .{4,120} schreef .{0,80}:|.{4,80}(?:wrote|schrieb|a écrit|escribió|escreveu|ha scritto|"
+    r"schreef):|-{2,} ?(?:original message|ursprüngliche nachricht|message d'origine|"
+    r"mensaje original|mensagem original|messaggio originale|oorspronkelijk bericht) ?-{2,}|"
+    r"from: .{3,200}$|von: .{3,200}$|de : .{3,200}$|de: .{3,200}$|van: .{3,200}$|"
+    r".{0,60}(?:のメール|より):?$)",
+    re.IGNORECASE | re.MULTILINE,
+)
+# Cheap tests before the expressions: most mail has none of these.
+_QUOTE_MARKERS = (
+    "wrote",
+    "schrieb",
+    "crit",
+    "escribi",
+    "escreveu",
+    "scritto",
+    "schreef",
+    "original",
+    "ursprüngliche",
+    "origine",
+    "oorspronkelijk",
+    "from:",
+    "von:",
+    "de:",
+    "de :",
+    "van:",
+    "のメール",
+    "より",
+)
+_SIGNATURE_MARKERS = ("von meinem", "enviado", "inviato", "verzonden", "get outlook", "iphoneから")
+_SIGNATURE = re.compile(
+    r"^-- ?$|^(?:sent from my |envoyé de mon |von meinem .{2,30} gesendet|enviado desde mi |"
+    r"enviado do meu |inviato da |verzonden (?:met|vanaf) mijn |get outlook for |iphoneから送信)",
+    re.IGNORECASE | re.MULTILINE,
+)
+_REPLY_SUBJECT = re.compile(
+    r"^\s*(?:(?:re|aw|antw|sv|vs|rif|res|r|réf|ref|wg|fw|fwd|tr|rv|enc)\s?(?:\[\d+\])?:\s*)+",
+    re.IGNORECASE,
+)
+# Local parts of senders that are roles or machines, not people.
+_ROLE_LOCAL = re.compile(
+    r"^(?:no-?reply|do-?not-?reply|donotreply|noreply|ne-?pas-?repondre|nao-?responda|"
+    r"no-?responder|notifications?|notify|alerts?|news(?:letter)?|info|hello|hi|team|support|"
+    r"help|service|billing|invoices?|receipts?|orders?|shipping|account|accounts|security|"
+    r"mailer|mailer-daemon|postmaster|bounce[s]?|marketing|promo|offers|updates?|digest|"
+    r"system|admin|automated|robot|bot|auto|feedback|contact|customer\w*|kundenservice|"
+    r"service-?client|atendimento|reply|calendar|events?|jobs|careers|friends|community|"
+    r"members?|welcome|store|shop|sales|deals|talent|recruiting|payroll|hr|"
+    r"newsletter\w*|[a-z]*[._-]?(?:no-?reply|alerts?|"
+    r"notifications?|news|info|support|billing|updates))(?:[+._-].*)?$",
+    re.IGNORECASE,
+)
+_NOREPLY_LOCAL = re.compile(
+    r"no-?reply|do-?not-?reply|donotreply|ne-?pas-?repondre|nao-?responda|no-?responder",
+    re.IGNORECASE,
+)
+_TEAM_WORDS = frozenset(
+    {"team", "the", "your", "equipe", "equipo", "equipa", "squadra", "support", "service"}
+)
+
+
+def _meta(email: EmailFacts) -> dict[str, bool]:
+    """The structural signals of an email as specials (``<reply>``, ``<quoted>``, ...): the
+    header-borne ones it carries, and those read from its sender, subject and text."""
+    text = (email.text or "")[:BODY_CHARS]
+    words = max(1, len(text.split()))
+    local = (email.from_address or "").partition("@")[0]
+    name = (email.from_name or "").strip().strip('"')
+    role = bool(_ROLE_LOCAL.match(local)) if local else False
+    noreply = bool(_NOREPLY_LOCAL.search(local)) if local else False
+    found = {f"<{signal}>": True for signal in email.signals}
+    low = text.lower()
+    quoted_lines = low.count("\n>") + low.startswith(">")
+    found["<quoted>"] = quoted_lines >= 2 or (
+        any(marker in low for marker in _QUOTE_MARKERS) and bool(_QUOTE_HEADER.search(text))
+    )
+    found["<signature>"] = (
+        "--" in low
+        or "sent from" in low
+        or "envoy" in low
+        or any(m in low for m in _SIGNATURE_MARKERS)
+    ) and bool(_SIGNATURE.search(text))
+    links = low.count("http://") + low.count("https://") + low.count("www.")
+    found["<links>"] = links * 25 >= words and words >= 8
+    found["<re>"] = bool(_REPLY_SUBJECT.match(email.subject or ""))
+    found["<noreply>"] = noreply
+    found["<role>"] = role
+    # The sender's address is the sender's own name ("noah.feld@", "k.marshall@"), or the body
+    # is signed with it ("Best, Priya"); a word of the name that is in the domain is a brand's.
+    domain = fold((email.from_address or "").partition("@")[2])
+    folded_local = fold(local)
+    names = [w for w in tokens(name) if len(w) >= 3 and not w.isdigit()]
+    given = [w for w in names if w not in domain or w == folded_local]
+    found["<named>"] = (
+        not role
+        and len(names) >= 2
+        and bool(given)
+        and (
+            given[0] in folded_local
+            or (given[-1] in folded_local and folded_local[:1] == given[0][:1])
+        )
+    )
+    tail = [line for line in text.strip().splitlines()[-4:] if line.strip()][-3:]
+    found["<signed>"] = bool(given) and any(
+        len(line.split()) <= 5
+        and given[0] in tokens(line)
+        and not any(w in _TEAM_WORDS for w in tokens(line))
+        for line in tail
+    )
+    # A letter's close: a sign-off line, then a line of one to three names that are not a brand's
+    # or a team's ("Kind regards, / Karen Marshall, CPA"; not "Thanks, / The Ledgerly team").
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()][-5:]
+    found["<signoff>"] = any(
+        _SIGNOFF.match(lines[i]) and _is_name_line(lines[i + 1], domain)
+        for i in range(len(lines) - 1)
+    )
+    return found
+
+
+_SIGNOFF = re.compile(
+    r"^(?:best|best wishes|kind regards|regards|warm regards|many thanks|thanks|thank you|cheers|"
+    r"yours|yours sincerely|sincerely|all the best|love|mit freundlichen gr(?:ü|ue)(?:ß|ss)en|"
+    r"viele gr(?:ü|ue)(?:ß|ss)e|liebe gr(?:ü|ue)(?:ß|ss)e|beste gr(?:ü|ue)(?:ß|ss)e|gruß|lg|"
+    r"cordialement|bien (?:à vous|cordialement)|bises|amitiés|un saludo|saludos|un abrazo|"
+    r"atenciosamente|abraços?|beijos?|cordiali saluti|un saluto|a presto|"
+    r"met vriendelijke groet(?:en)?|groetjes|groet)[ ,.!]*$",
+    re.IGNORECASE,
+)
+
+
+def _is_name_line(line: str, domain: str) -> bool:
+    words = line.replace(",", " ").split()
+    if not 1 <= len(words) <= 4:
+        return False
+    toks = tokens(line)
+    return (
+        words[0][:1].isupper()
+        and not any(t in _TEAM_WORDS or (len(t) >= 4 and t in domain) for t in toks)
+        and not any(ch.isdigit() for ch in line)
+    )
+
+
 def _specials(text: str) -> dict[str, bool]:
     found = {
         "<asks>": text.rstrip().endswith("?"),
@@ -174,6 +328,7 @@ def _specials(text: str) -> dict[str, bool]:
 # -- phrase matching ----------------------------------------------------------------------------
 
 MAX_FILLERS = 3
+CANDIDATE_CACHE = 50_000  # words whose starting phrases are remembered, per matcher
 
 
 def _phrase(text: str) -> tuple[str, ...]:
@@ -223,6 +378,7 @@ class PhraseMatcher:
             else:
                 self.exact.setdefault(first, []).append(pid)
         self.prefix_lengths = sorted({len(p) for p in self.prefix})
+        self.candidates: dict[str, tuple[int, ...]] = {}
 
     def id_of(self, text: str) -> int:
         return self.index[_phrase(text)]
@@ -245,25 +401,40 @@ class PhraseMatcher:
 
     def spans(self, toks: Sequence[str]) -> Iterable[tuple[int, int, int]]:
         """(phrase id, start, end) of every match."""
+        cache = self.candidates
         for i, tok in enumerate(toks):
-            candidates: list[int] = list(self.exact.get(tok, ()))
-            if tok.isdigit() and "<num>" in self.exact:
-                candidates.extend(self.exact["<num>"])
-            for length in self.prefix_lengths:
-                if length > len(tok):
-                    break
-                candidates.extend(self.prefix.get(tok[:length], ()))
+            candidates = cache.get(tok)
+            if candidates is None:
+                candidates = self._candidates(tok)
+                if len(cache) >= CANDIDATE_CACHE:  # words repeat across mail: keep the common
+                    cache.clear()
+                cache[tok] = candidates
             for pid in candidates:
+                if len(self.phrases[pid]) == 1:
+                    yield pid, i, i + 1
+                    continue
                 end = self._rest_matches(toks, i + 1, self.phrases[pid])
                 if end >= 0:
                     yield pid, i, end
+
+    def _candidates(self, tok: str) -> tuple[int, ...]:
+        """The phrases that may start at this word."""
+        candidates: list[int] = list(self.exact.get(tok, ()))
+        if tok.isdigit() and "<num>" in self.exact:
+            candidates.extend(self.exact["<num>"])
+        for length in self.prefix_lengths:
+            if length > len(tok):
+                break
+            candidates.extend(self.prefix.get(tok[:length], ()))
+        return tuple(candidates)
 
 
 # -- the lexicon, compiled ----------------------------------------------------------------------
 
 FIELDS = ("subject", "sender", "body")
 SUPPRESSION_RATIO = 0.5  # another concept suppresses one it beats by this ratio
-FIELD_WEIGHT = {"subject": 2.0, "sender": 1.5, "body": 1.0}
+MIRROR_POINTS = 6.0  # a mirror concept scores this minus its twin: P(yes) = 1 - the twin's
+FIELD_WEIGHT = {"subject": 2.0, "sender": 1.5, "body": 1.0, "meta": 1.0}
 
 
 @dataclass(frozen=True)
@@ -292,6 +463,12 @@ class CompiledLexicon:
         for name, phrase, weight in self.trigger_phrases:
             self.trigger_of.setdefault(self.triggers.id_of(phrase), []).append((name, weight))
         self.position = {name: i for i, name in enumerate(self.names)}
+        # phrase id -> (concept index, weight): scoring walks an email's hits only
+        self.evidence_of: dict[int, list[tuple[int, float]]] = {}
+        for i, cc in enumerate(self.compiled):
+            for pid, weight in cc.evidence:
+                self.evidence_of.setdefault(pid, []).append((i, weight))
+        self.display = [" ".join(p).replace("*", "") for p in self.evidence.phrases]
 
 
 LEXICON = CompiledLexicon(lexicon.CONCEPTS)
@@ -308,6 +485,7 @@ class Analysis:
     raw: tuple[float, ...]  # evidence per concept, before suppression
     adjusted: tuple[float, ...]  # after suppression
     contributions: tuple[tuple[tuple[str, str, float], ...], ...]  # per concept: (phrase, field, w)
+    meta: tuple[str, ...] = ()  # the structural signals found, as "sig_reply", ...
 
 
 def _sender_text(email: EmailFacts) -> str:
@@ -322,6 +500,7 @@ def _field_sentences(email: EmailFacts) -> dict[str, list[Sentence]]:
         "subject": [Sentence(tuple(tokens(subject)), False)],
         "sender": [Sentence(tuple(tokens(_sender_text(email))), False)],
         "body": sentences((email.text or "")[:BODY_CHARS]),
+        "meta": [],  # structural signals only (specials)
     }
 
 
@@ -351,23 +530,27 @@ def _contribution(hit: dict[str, bool], weight: float, conditional: float) -> tu
 
 
 def _score_concepts(hits: dict[int, dict[str, bool]]):
+    """Evidence per concept from the phrases found (walks the hits, not the whole lexicon)."""
+    compiled = LEXICON.compiled
+    totals = [0.0] * len(compiled)
+    parts: list[list[tuple[str, str, float]]] = [[] for _ in compiled]
+    for pid, hit in hits.items():
+        if not hit:
+            continue
+        for i, weight in LEXICON.evidence_of.get(pid, ()):
+            field, value = _contribution(hit, weight, compiled[i].concept.conditional)
+            totals[i] += value
+            parts[i].append((LEXICON.display[pid], field, value))
     raw: list[float] = []
     contributions = []
-    phrases = LEXICON.evidence.phrases
-    for cc in LEXICON.compiled:
-        total, parts = 0.0, []
-        for pid, weight in cc.evidence:
-            hit = hits.get(pid)
-            if hit:
-                field, value = _contribution(hit, weight, cc.concept.conditional)
-                total += value
-                parts.append((" ".join(phrases[pid]).replace("*", ""), field, value))
+    for i, cc in enumerate(compiled):
+        total = totals[i]
         if cc.requires and total > 0 and not any(pid in hits for pid in cc.requires):
             total -= cc.concept.missing_penalty
             missing = f"no {' / '.join(cc.concept.requires[:2])}"
-            parts.append((missing, "", -cc.concept.missing_penalty))
+            parts[i].append((missing, "", -cc.concept.missing_penalty))
         raw.append(total)
-        contributions.append(tuple(parts))
+        contributions.append(tuple(parts[i]))
     adjusted = []
     for i, cc in enumerate(LEXICON.compiled):
         value = raw[i]
@@ -375,6 +558,11 @@ def _score_concepts(hits: dict[int, dict[str, bool]]):
             j = LEXICON.position[other]
             value -= factor * max(0.0, raw[j] - SUPPRESSION_RATIO * max(0.0, raw[i]))
         adjusted.append(value)
+    for i, cc in enumerate(LEXICON.compiled):
+        if cc.concept.mirror_of:  # the same evidence read the other way round
+            j = LEXICON.position[cc.concept.mirror_of]
+            raw[i] = adjusted[i] = MIRROR_POINTS - adjusted[j]
+            contributions[i] = tuple((p, f, -v) for p, f, v in contributions[j])
     return tuple(raw), tuple(adjusted), tuple(contributions)
 
 
@@ -406,10 +594,12 @@ def analyse(email: EmailFacts) -> Analysis:
         specials = {
             "subject": _specials((email.subject or "")[:SUBJECT_CHARS]),
             "body": _specials((email.text or "")[:BODY_CHARS]),
+            "meta": _meta(email),
         }
         hits = _hits(fields, specials)
         raw, adjusted, contributions = _score_concepts(hits)
-        return Analysis(fields, hits, raw, adjusted, contributions)
+        meta = tuple(sorted(f"sig_{k[1:-1]}" for k, v in specials["meta"].items() if v))
+        return Analysis(fields, hits, raw, adjusted, contributions, meta)
 
     return _ANALYSES.get(email, make)  # type: ignore[return-value]
 
@@ -445,12 +635,23 @@ MIN_TRIGGER = 2.0
 def parse_question(question: str) -> Question:
     def make() -> Question:
         toks = tokens(question)
+        spans = [
+            (name, weight, start, end)
+            for pid, start, end in LEXICON.triggers.spans(toks)
+            for name, weight in LEXICON.trigger_of[pid]
+        ]
+        first = min((start for _, _, start, _ in spans), default=len(toks))
+        # "written by a person, not sent by a system": what follows a contrast names what the
+        # question does not ask about, so those triggers count against their concept.
+        contrast = next(
+            (i for i in range(first + 1, len(toks)) if toks[i] in lexicon.QUESTION_CONTRASTS),
+            len(toks),
+        )
         scores: dict[str, float] = {}
         covered: dict[str, set[int]] = {}
-        for pid, start, end in LEXICON.triggers.spans(toks):
-            for name, weight in LEXICON.trigger_of[pid]:
-                scores[name] = scores.get(name, 0.0) + weight
-                covered.setdefault(name, set()).update(range(start, end))
+        for name, weight, start, end in spans:
+            scores[name] = scores.get(name, 0.0) + (weight if start < contrast else -weight)
+            covered.setdefault(name, set()).update(range(start, end))
         best = max(scores.values(), default=0.0)
         concepts = tuple(
             sorted(
@@ -458,15 +659,18 @@ def parse_question(question: str) -> Question:
                 key=lambda n: (-scores[n], n),
             )
         )
-        taken = set().union(*(covered[n] for n in concepts)) if concepts else set()
+        taken = set().union(*covered.values()) if concepts else set()
         words = tuple(
             dict.fromkeys(
                 t
                 for i, t in enumerate(toks)
-                if i not in taken and t not in lexicon.QUESTION_STOPWORDS and len(t) >= 2
+                if i not in taken
+                and i < contrast
+                and t not in lexicon.QUESTION_STOPWORDS
+                and len(t) >= 2
             )
         )
-        negated = any(t in lexicon.QUESTION_NEGATIONS for t in toks[:5])
+        negated = any(t in lexicon.QUESTION_NEGATIONS for t in toks[: min(5, first)])
         adhoc = PhraseMatcher(_stem(w) for w in words) if words and not concepts else None
         return Question(question, concepts, words, negated, adhoc)
 
@@ -559,15 +763,19 @@ def _describe(prior: Prior) -> str:
 #
 # scikit-learn's LogisticRegression is fitted on the examples' TF-IDF and concept features plus
 # the zero-shot prior's log-odds (a scaled column the penalty hardly shrinks) and a penalised bias
-# column. The answer blends it with the prior by the number of examples n: logit = (1 - n/(n+k)) *
-# prior + n/(n+k) * fitted, so a handful of examples corrects the prior without drowning it, and
-# many examples take over.
+# column. The answer blends it with the prior by the number of examples n: logit = (1 - b) *
+# prior + b * fitted with b = n / (n + k), k growing with how many of the examples the prior
+# already answers right (_blend), so a handful of examples corrects the prior without drowning
+# it, and many examples take over.
 
 LAMBDA = 0.3  # L2 penalty on the feature weights
 PRIOR_FEATURE_SCALE = 10.0  # the prior's column is scaled up so the penalty hardly shrinks it
 BIAS_FEATURE = 0.5  # the bias is a penalised column: the prior knows the base rate better
-BLEND_EXAMPLES = 1.0  # with n examples the fitted model has n / (n + 1) of the say
+BLEND_EXAMPLES = 1.0  # with n examples the fitted model has n / (n + 1) of the say ...
+BLEND_AGREEMENT = 9.0  # ... + this x the share of them the prior answers right
 PRIOR_CLIP = 6.0  # prior log-odds enter clipped: one example may overrule a confident prior
+UNINFORMED_LOGIT = -1.0  # the prior's "no" when it knows nothing of the question (_uninformed)
+UNINFORMED_LAMBDA = 0.075  # ... and the examples' words are held back less
 CONCEPT_FEATURE_SCALE = 0.1  # small: one odd example must not promote a whole concept
 SYNTHETIC_WEIGHT = 0.5
 FIELD_NGRAMS = ((1, 1), (1, 2), (1, 2))  # sender, subject, body
@@ -583,6 +791,8 @@ def documents(email: EmailFacts) -> tuple[str, str, str]:
         for sent in a.fields[field]:
             parts.extend(f"<{len(t)}>" if t.isdigit() else t for t in sent.tokens)
             parts.append("|")
+        if field == "sender":  # the structural signals are learned like words of the sender
+            parts.extend(f"{m} |" for m in a.meta)
         out.append(" ".join(parts))
     return out[0], out[1], out[2]
 
@@ -616,8 +826,16 @@ def _synthetic(q: Question, want: bool) -> list[EmailFacts]:
     return [_PROTOTYPES[n] for n in LEXICON.names if n not in q.concepts] + [_NEUTRAL]
 
 
-def _prior_logit(question: str, email: EmailFacts) -> float:
-    return max(-PRIOR_CLIP, min(PRIOR_CLIP, zero_shot(question, email).logit))
+def _prior_logit(question: str, email: EmailFacts, floor: float = -PRIOR_CLIP) -> float:
+    return max(floor, min(PRIOR_CLIP, zero_shot(question, email).logit))
+
+
+def _uninformed(question: str, emails: Sequence[EmailFacts]) -> bool:
+    """Whether the zero-shot prior knows nothing about the question on these emails: it names
+    no concept and none of its words occurs in any of them (every answer would be its default
+    "no"). Then the examples alone decide, from a prior of :data:`UNINFORMED_LOGIT`."""
+    q = parse_question(question)
+    return not q.concepts and all(zero_shot(question, e).evidence <= 0 for e in emails)
 
 
 @dataclass(frozen=True)
@@ -652,9 +870,10 @@ class Model:
     negatives: int
     synthetic: int  # stand-ins for a class without examples
     blend: float  # how much the fitted model says against the zero-shot prior
+    floor: float = -PRIOR_CLIP  # UNINFORMED_LOGIT when the prior knows nothing (_uninformed)
 
     def logit(self, email: EmailFacts) -> float:
-        prior = _prior_logit(self.question, email)
+        prior = _prior_logit(self.question, email, self.floor)
         z = self.scale * prior + self.bias
         for field, doc in zip(self.fields, documents(email), strict=True):
             z += field.score(doc)
@@ -663,7 +882,7 @@ class Model:
         return (1.0 - self.blend) * prior + self.blend * z
 
 
-def _train(x, prior, y, w):  # type: ignore[no-untyped-def]
+def _train(x, prior, y, w, penalty=LAMBDA):  # type: ignore[no-untyped-def]
     """Fits logit = a*prior + x.beta + b with scikit-learn's ``LogisticRegression``.
 
     The prior's log-odds enter as one more column, multiplied by ``PRIOR_FEATURE_SCALE`` so that
@@ -675,7 +894,7 @@ def _train(x, prior, y, w):  # type: ignore[no-untyped-def]
     columns = np.column_stack([prior * PRIOR_FEATURE_SCALE, np.full(len(prior), BIAS_FEATURE)])
     design = sparse.hstack([x, sparse.csr_matrix(columns)], format="csr")
     model = LogisticRegression(
-        C=1.0 / LAMBDA, solver="lbfgs", max_iter=1000, tol=1e-8, fit_intercept=False
+        C=1.0 / penalty, solver="lbfgs", max_iter=1000, tol=1e-8, fit_intercept=False
     )
     model.fit(design, y, sample_weight=w)
     coef = model.coef_.ravel()
@@ -716,8 +935,10 @@ def fit(question: str, examples: Sequence[Example]) -> Model:
         vectorizers.append(vectorizer)
     concepts = np.array([_concept_features(e) for e in emails])
     x = sparse.hstack([*blocks, sparse.csr_matrix(concepts)], format="csr")
-    prior = np.array([_prior_logit(question, e) for e in emails])
-    beta, scale, bias = _train(x, prior, np.array(labels, dtype=bool), np.array(weights))
+    floor = UNINFORMED_LOGIT if _uninformed(question, emails[: len(examples)]) else -PRIOR_CLIP
+    prior = np.array([_prior_logit(question, e, floor) for e in emails])
+    penalty = LAMBDA if floor == -PRIOR_CLIP else UNINFORMED_LAMBDA
+    beta, scale, bias = _train(x, prior, np.array(labels, dtype=bool), np.array(weights), penalty)
     fields, offset = [], 0
     for vectorizer, block in zip(vectorizers, blocks, strict=True):
         width = block.shape[1]
@@ -738,8 +959,20 @@ def fit(question: str, examples: Sequence[Example]) -> Model:
         positives,
         negatives,
         len(emails) - len(examples),
-        len(examples) / (len(examples) + BLEND_EXAMPLES),
+        _blend(question, examples, informed=floor == -PRIOR_CLIP),
+        floor,
     )
+
+
+def _blend(question: str, examples: Sequence[Example], *, informed: bool) -> float:
+    """The fitted model's share of the answer: n / (n + k). k grows with the share of the
+    examples the prior already answers right, so examples that agree with an informed prior
+    refine it, few examples that contradict it overrule it, and an uninformed prior gives way."""
+    n = len(examples)
+    if not informed or n == 0:
+        return n / (n + BLEND_EXAMPLES)
+    agree = sum((zero_shot(question, ex.email).logit >= 0) == ex.positive for ex in examples)
+    return n / (n + BLEND_EXAMPLES + BLEND_AGREEMENT * agree / n)
 
 
 _MODELS = _LRU(MODEL_CACHE)
@@ -751,6 +984,7 @@ def examples_key(question: str, examples: Sequence[Example]) -> str:
     for ex in examples:
         for part in (ex.email.from_address, ex.email.from_name, ex.email.subject, ex.email.text):
             digest.update(b"\x00" + (part or "").encode())
+        digest.update(b"\x03" + " ".join(sorted(ex.email.signals)).encode())
         digest.update(b"\x01" if ex.positive else b"\x02")
     return digest.hexdigest()
 

@@ -27,9 +27,11 @@ from apikeys import services as key_services
 from apikeys.audit import Actor
 from apikeys.models import ApiKey, AuditEntry, Membership, Role, Workspace
 from inboxes import services as inbox_services
+from mail import pipeline
 from outbox.models import OutboxItem, Status
 from tests.conftest import ALL, TEST_ACTOR, Api, error_of
 from tests.factories import WorkspaceFactory
+from tests.mail.messages import message
 
 pytestmark = pytest.mark.django_db
 
@@ -324,6 +326,30 @@ def webhook_deleted(w: World) -> Generator[None, None, Expected]:
     return Expected("webhook.deleted", w.key_actor, ("webhook", body["id"], HOOK_NAME), API_IP)
 
 
+def _email(w: World, local_part: str) -> str:
+    inbox = inbox_services.inbox_create(workspace=w.workspace, local_part=local_part)
+    raw = message(to=inbox.address, subject="Plot rent", text="Your allotment rent is due.")
+    return str(pipeline.receive_one(raw, to=inbox.address).email_id)
+
+
+def label_example_added(w: World) -> Generator[None, None, Expected]:
+    label = w.api.call("POST", "labels", {"key": "garden", "name": "Garden"}).json()
+    email_id = _email(w, "taught")
+    yield
+    body = {"email_id": email_id, "answer": "yes"}
+    assert w.api.call("POST", "labels/garden/examples", body).status_code == 200
+    return Expected("label.example_added", w.key_actor, ("label", label["id"], "garden"), API_IP)
+
+
+def label_example_removed(w: World) -> Generator[None, None, Expected]:
+    label = w.api.call("POST", "labels", {"key": "plots", "name": "Plots"}).json()
+    body = {"email_id": _email(w, "untaught"), "answer": "no"}
+    example = w.api.call("POST", "labels/plots/examples", body).json()
+    yield
+    assert w.api.call("DELETE", f"labels/plots/examples/{example['id']}").status_code == 200
+    return Expected("label.example_removed", w.key_actor, ("label", label["id"], "plots"), API_IP)
+
+
 def inbox_deleted(w: World) -> Generator[None, None, Expected]:
     inbox = w.api.call("POST", "inboxes", {"local_part": "doomed"}).json()
     yield
@@ -465,6 +491,8 @@ ACTIONS: list[Action] = [
     label_created,
     label_updated,
     label_deleted,
+    label_example_added,
+    label_example_removed,
     webhook_created,
     webhook_updated,
     webhook_deleted,

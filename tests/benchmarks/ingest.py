@@ -822,6 +822,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rounds", type=int, default=0, help="alternating rounds of the 1-vs-2-smtpd scenario"
     )
+    parser.add_argument(
+        "--fail-on-miss",
+        action="store_true",
+        help="exit 1 on a lost message or the 2-smtpd CPU target missed (make bench: the summary)",
+    )
     args = parser.parse_args(argv)
     count = args.messages or (300 if args.quick else 1500)
     repeat = args.repeat or (1 if args.quick else 3)
@@ -919,9 +924,10 @@ def main(argv: list[str] | None = None) -> int:
         text += ("\n\n" if text else "") + scaling_markdown(scaled)
     (RESULTS / "ingest.md").write_text(text + "\n")
     print(text)
-    # The exit status: 1 when an acknowledged message was not stored (or one more was stored),
-    # or when 2 smtpds cost more than SCALING_TARGET× the CPU per message of 1. The other
-    # targets of this page are reported only (the table says which are met).
+    # The exit status is 0 unless --fail-on-miss: make bench runs every benchmark and its last
+    # step (tests.benchmarks.summary) fails on any missed target, these two included: an
+    # acknowledged message not stored (or one more stored), and 2 smtpds over SCALING_TARGET×
+    # the CPU per message of 1.
     lost = [
         f"{name}, {kind}"
         for name, kinds in results.items()
@@ -930,16 +936,16 @@ def main(argv: list[str] | None = None) -> int:
     ]
     failed = bool(lost) or (scaled is not None and not scaled["met"])
     print(
-        "\ningest: the exit status follows two checks only, every acknowledged message stored "
-        f"(and no other) and 2 smtpds ≤ {SCALING_TARGET}× the CPU per message of 1; the other "
-        "targets are reported, not enforced. "
+        "\ningest: two checks are enforced (by the summary of make bench, or here with "
+        "--fail-on-miss): every acknowledged message stored (and no other), and 2 smtpds ≤ "
+        f"{SCALING_TARGET}× the CPU per message of 1; the other targets are reported. "
         + (
             "FAILED: " + "; ".join(lost or ["2 smtpds over the CPU target"])
             if failed
             else "Both met."
         )
     )
-    return 1 if failed else 0
+    return 1 if failed and args.fail_on_miss else 0
 
 
 if __name__ == "__main__":

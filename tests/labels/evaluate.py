@@ -1,29 +1,44 @@
 """Accuracy of the built-in classifier on a labelled set of emails, as a Markdown table.
 
-    python -m tests.labels.evaluate [emails.jsonl] [questions.json] [--errors]
+    python -m tests.labels.evaluate [emails.jsonl[,more.jsonl]] [questions.json] [--errors]
+        [--timing]
 
 ``emails.jsonl`` holds one email a line: ``{"id", "from_address", "from_name", "subject", "text",
-"labels": {key: bool}}``; ``questions.json`` maps each label key to its yes/no question (either
-``{key: question}`` or a list of ``{"key": ..., "question": ...}``).
+"labels": {key: bool}}`` and optionally what the stored email would carry besides: ``headers``
+(``[[name, value], ...]``), ``in_reply_to``, ``html`` (true when it has an HTML part) and
+``attachments`` (true when it has some); their structural signals are read by the same
+``signals_of`` as ``facts_of`` uses for stored mail. An email without a key in ``labels`` is not
+scored for that key. ``questions.json`` maps each label key to its yes/no question (either
+``{key: question}`` or a list of ``{"key": ..., "question": ...}``); several keys may share
+a label (``"person_2": ...``) to score other wordings.
 
 Per question it reports accuracy, precision and recall zero-shot (on every email) and after
 learning from 5 positive + 5 negative examples (the first by id, which are then left out of the
-scoring). ``--errors`` also lists the emails it gets wrong.
+scoring). The examples take the path of ``POST /labels/{key}/examples``: each becomes the stored
+example row that ``labels.selectors.examples_for`` reads back (``example_round_trip``), and
+``tests/labels/test_evaluation_path.py`` checks that the endpoint and this script give the same
+answers. ``--errors`` lists the emails it gets wrong; ``--timing`` the CPU time per email.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 
-from labels.classifier.base import EmailFacts, Example
+from labels.classifier.base import EmailFacts, Example, signals_of
 from labels.classifier.builtin import BuiltinBackend
 
-DEFAULT_EMAILS = Path("tests/labels/data/classifier_eval.jsonl")
+DEFAULT_EMAILS = (
+    Path("tests/labels/data/classifier_eval.jsonl"),
+    Path("tests/labels/data/classifier_eval_people.jsonl"),
+)
 DEFAULT_QUESTIONS = Path("tests/labels/data/questions.json")
 SHOTS = 5
 
@@ -52,6 +67,16 @@ def load_emails(path: Path) -> list[Row]:
                     from_name=data.get("from_name") or "",
                     subject=data.get("subject") or "",
                     text=data.get("text") or "",
+                    # Unknown without headers (as for POST /labels/test with from/subject/text).
+                    signals=signals_of(
+                        data["headers"],
+                        in_reply_to=data.get("in_reply_to") or "",
+                        has_html=bool(data.get("html")),
+                        has_text=bool(data.get("text")),
+                        has_attachments=bool(data.get("attachments")),
+                    )
+                    if "headers" in data
+                    else frozenset(),
                 ),
                 labels={str(k): bool(v) for k, v in labels.items()},
             )
@@ -100,15 +125,40 @@ class Score:
         return self.tp / (self.tp + self.fn) if self.tp + self.fn else float("nan")
 
 
+def label_of(key: str) -> str:
+    """The label a question key scores: ``person@2`` is another wording for ``person``, and
+    ``not_person`` asks the opposite (its answer is the label's negation)."""
+    return key.split("@", 1)[0].removeprefix("not_")
+
+
+def truth(row: Row, key: str) -> bool:
+    return row.labels[label_of(key)] != key.startswith("not_")
+
+
+def example_round_trip(email: EmailFacts, positive: bool) -> Example:
+    """An example as ``POST /labels/{key}/examples`` stores it and ``examples_for`` reads it
+    back: the copied fields are capped as ``labels.services`` caps them."""
+    return Example(
+        email=EmailFacts(
+            from_address=email.from_address[:320],
+            from_name=email.from_name[:320],
+            subject=email.subject,
+            text=email.text[:20_000],
+            signals=frozenset(sorted(email.signals)),
+        ),
+        positive=positive,
+    )
+
+
 def split_examples(
     rows: Sequence[Row], key: str, shots: int = SHOTS
 ) -> tuple[list[Example], list[Row]]:
     """The first ``shots`` positives and negatives by id as examples, and the rest."""
-    ordered = sorted((r for r in rows if key in r.labels), key=lambda r: r.id)
-    positives = [r for r in ordered if r.labels[key]][:shots]
-    negatives = [r for r in ordered if not r.labels[key]][:shots]
+    ordered = sorted((r for r in rows if label_of(key) in r.labels), key=lambda r: r.id)
+    positives = [r for r in ordered if truth(r, key)][:shots]
+    negatives = [r for r in ordered if not truth(r, key)][:shots]
     chosen = {r.id for r in (*positives, *negatives)}
-    examples = [Example(email=r.email, positive=r.labels[key]) for r in (*positives, *negatives)]
+    examples = [example_round_trip(r.email, truth(r, key)) for r in (*positives, *negatives)]
     return examples, [r for r in ordered if r.id not in chosen]
 
 
@@ -121,13 +171,14 @@ def score(
 ) -> tuple[Score, list[str]]:
     result, errors = Score(), []
     for row in rows:
-        if key not in row.labels:
+        if label_of(key) not in row.labels:
             continue
         verdict = backend.classify(question=question, email=row.email, examples=examples)
-        result.add(verdict.answer, row.labels[key])
-        if verdict.answer != row.labels[key]:
+        actual = truth(row, key)
+        result.add(verdict.answer, actual)
+        if verdict.answer != actual:
             errors.append(
-                f"{row.id} expected {row.labels[key]} got {verdict.answer} "
+                f"{row.id} expected {actual} got {verdict.answer} "
                 f"({verdict.confidence:.2f}): {row.email.subject[:60]!r} — {verdict.reason}"
             )
     return result, errors
@@ -168,19 +219,66 @@ def table(results: dict[str, tuple[Score, Score]], questions: dict[str, str]) ->
     return "\n".join(lines)
 
 
+def timing(rows: Sequence[Row], questions: dict[str, str]) -> tuple[float, float]:
+    """CPU seconds per email and question, zero-shot and with 5+5 examples (fitted models and
+    analyses are cached as in a server process: this is the steady cost of one more email)."""
+    backend = BuiltinBackend()
+    zero_cpu = few_cpu = 0.0
+    count = 0
+    for key, question in questions.items():
+        examples, _ = split_examples(rows, key)
+        backend.classify(question=question, email=rows[0].email, examples=examples)  # fit once
+        for row in rows:
+            start = time.process_time()
+            backend.classify(question=question, email=row.email)
+            middle = time.process_time()
+            backend.classify(question=question, email=row.email, examples=examples)
+            zero_cpu += middle - start
+            few_cpu += time.process_time() - middle
+            count += 1
+    return zero_cpu / count, few_cpu / count
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("emails", nargs="?", type=Path, default=DEFAULT_EMAILS)
+    parser.add_argument(
+        "emails",
+        nargs="?",
+        type=lambda value: [Path(p) for p in value.split(",")],
+        default=list(DEFAULT_EMAILS),
+    )
     parser.add_argument("questions", nargs="?", type=Path, default=DEFAULT_QUESTIONS)
     parser.add_argument("--errors", action="store_true", help="list the misclassified emails")
+    parser.add_argument("--timing", action="store_true", help="CPU time per email and question")
     args = parser.parse_args(argv)
-    for path in (args.emails, args.questions):
+    for path in (*args.emails, args.questions):
         if not path.is_file():
             parser.error(f"{path} does not exist")
-    rows = load_emails(args.emails)
+    rows = [row for path in args.emails for row in load_emails(path)]
     questions = load_questions(args.questions)
-    print(f"{len(rows)} emails from {args.emails}, {len(questions)} questions\n")
+    names = ", ".join(str(p) for p in args.emails)
+    print(f"{len(rows)} emails from {names}, {len(questions)} questions\n")
     print(table(evaluate(rows, questions), questions))
+    command = " ".join(
+        ["python -m tests.labels.evaluate", *(argv if argv is not None else sys.argv[1:])]
+    )
+    print(f"\n(`{command}`, commit {_commit()}, {date.today().isoformat()})")
+    if args.timing:
+        zero, few = timing(rows, questions)
+        print(
+            f"\nCPU time per email and question: {1000 * zero:.3f} ms zero-shot, "
+            f"{1000 * few:.3f} ms with 5+5 examples"
+        )
     if args.errors:
         backend = BuiltinBackend()
         for key, question in questions.items():
