@@ -173,6 +173,23 @@ class AuthArcOut(serializers.Serializer):
     reason = serializers.CharField(help_text=_REASON)
 
 
+def _ordered(entry: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: entry.get(key) for key in keys}
+
+
+def authentication_out(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``authentication`` as :class:`AuthenticationOut` renders it, fields in its order (the
+    stored JSON's keys come back in PostgreSQL's jsonb order)."""
+    if verdict is None:
+        return None
+    return {
+        "spf": _ordered(verdict["spf"], ("result", "domain", "identity", "client_ip", "reason")),
+        "dkim": [_ordered(s, ("result", "domain", "selector", "reason")) for s in verdict["dkim"]],
+        "dmarc": _ordered(verdict["dmarc"], ("result", "domain", "policy", "alignment", "reason")),
+        "arc": _ordered(verdict["arc"], ("result", "domain", "instances", "reason")),
+    }
+
+
 class AuthenticationOut(serializers.Serializer):
     spf = AuthSpfOut()
     dkim = AuthDkimOut(
@@ -321,6 +338,7 @@ class EmailOut(_EmailBase):
             "in_reply_to": text(email.in_reply_to),
             "references": texts(email.references),
             "defects": texts(email.defects),
+            "authentication": authentication_out(email.authentication),
             "envelope_recipients": self.get_envelope_recipients(email),
             "from": self.get_from(email),
         }

@@ -120,6 +120,30 @@ def test_email_out_is_drfs_output(workspace: Workspace) -> None:
     EmailLabel.objects.create(
         email_id=delivery.email_id, label=label, key="otp", source="manual", confidence=0.875
     )
+    # An authentication verdict as the smtpd's checks store it (mail.authentication.check).
+    Email.objects.filter(pk=delivery.email_id).update(
+        authentication={
+            "spf": {
+                "result": "pass",
+                "domain": "service.example",
+                "identity": "mailfrom",
+                "client_ip": "192.0.2.1",
+                "reason": "sender SPF authorized",
+            },
+            "dkim": [
+                {"result": "pass", "domain": "service.example", "selector": "s1", "reason": ""},
+                {"result": "fail", "domain": "esp.example", "selector": "k", "reason": "x"},
+            ],
+            "dmarc": {
+                "result": "pass",
+                "domain": "service.example",
+                "policy": "reject",
+                "alignment": ["dkim", "spf"],
+                "reason": "",
+            },
+            "arc": {"result": "none", "domain": "", "instances": 0, "reason": ""},
+        }
+    )
     for email_id in (delivery.email_id, bare.email_id):
         same(EmailOut, email_get(workspace, email_id))
     for email in email_list(workspace):
