@@ -79,7 +79,16 @@ def test_every_operation_refuses_an_unknown_parameter(
     asked = []
     for method, path, operation_id in operations(stack):
         url = path.replace("{inbox_id}", inbox["id"])
-        for name in ("email_id", "attachment_id", "key_id", "key", "item_id", "endpoint_id"):
+        for name in (
+            "email_id",
+            "attachment_id",
+            "key_id",
+            "key",
+            "item_id",
+            "endpoint_id",
+            "credential_id",
+            "example_id",
+        ):
             url = url.replace("{" + name + "}", "nothing")
         url = url.replace("{delivery_id}", "nothing").replace("{domain}", "nothing.test")
         assert "{" not in url, url
