@@ -298,13 +298,13 @@ RATE_LIMIT_PER_MINUTE = env.int("RATE_LIMIT_PER_MINUTE", default=600)
 # middle, old. Python's defaults (700, 10, 10) promote the objects of every request in flight to
 # the old generation, and with hundreds of parked waits (an MCP call holds about 200 KB of
 # objects) the full collections that follow stalled every answer for 50-150 ms several times a
-# minute. With a young threshold of 50,000 a request's objects die before their first collection,
-# and full collections become rare (docs/operations.md).
+# minute. 5,000 young objects keep a young collection to a few ms (50,000 made each one as long
+# as a full one), and an old threshold of 100 makes full collections rare (docs/operations.md).
 WEB_GC_THRESHOLDS = tuple(
-    int(n) for n in env.list("WEB_GC_THRESHOLDS", default=["50000", "20", "100"])
+    int(n) for n in env.list("WEB_GC_THRESHOLDS", default=["5000", "10", "100"])
 )
 if len(WEB_GC_THRESHOLDS) != 3 or min(WEB_GC_THRESHOLDS) < 1:
-    raise ImproperlyConfigured("WEB_GC_THRESHOLDS: three positive integers, e.g. 50000,20,100")
+    raise ImproperlyConfigured("WEB_GC_THRESHOLDS: three positive integers, e.g. 5000,10,100")
 # Open streams and waits (wait, stream, outbox ?wait=) one key or session may hold at once, across
 # every web process; the next one gets 429 rate_limited.
 MAX_OPEN_STREAMS_PER_KEY = env.int("MAX_OPEN_STREAMS_PER_KEY", default=100)

@@ -147,12 +147,12 @@ def _web_thresholds(**env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_web_process_makes_full_collections_rare() -> None:
-    """config.asgi sets the collector's thresholds from WEB_GC_THRESHOLDS (default 50000,20,100:
+    """config.asgi sets the collector's thresholds from WEB_GC_THRESHOLDS (default 5000,10,100:
     Python's 700,10,10 made the full collections that stall every parked wait several a minute
     with MCP sessions parked; docs/operations.md), and refuses a value it cannot use."""
     default = _web_thresholds()
     assert default.returncode == 0, default.stderr
-    assert default.stdout.strip() == "50000,20,100"
+    assert default.stdout.strip() == "5000,10,100"
     chosen = _web_thresholds(WEB_GC_THRESHOLDS="2000,15,40")
     assert chosen.stdout.strip() == "2000,15,40", chosen.stderr
     refused = _web_thresholds(WEB_GC_THRESHOLDS="0,10,10")
