@@ -298,14 +298,18 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
     return found
 
 
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(fold(text).split())
+
+
 # Words of a sender's name or a close that make it a role's, a team's or a brand's, not a person's.
-_ROLE_WORDS = frozenset(
+_ROLE_WORDS = _wordset(
     "team crew staff support service services status delivery deliveries expenses operations "
     "ops trust safety security billing accounts notifications alerts news newsletter info help "
     "helpdesk desk sales store shop payroll recruiting talent careers jobs customer customers "
     "care admin system bot updates marketing community events calendar orders shipping "
     "reservations bookings concierge office department kundenservice kundendienst equipe "
-    "equipo equipa squadra servizio clienti klantenservice atendimento".split()
+    "equipo equipa squadra servizio clienti klantenservice atendimento"
 )
 _GREETING = re.compile(
     r"^(?:hi|hello|hey|dear|good (?:morning|afternoon|evening)|hallo|liebe[rs]?|"
@@ -317,33 +321,32 @@ _GREETING = re.compile(
     re.IGNORECASE,
 )
 # Forms of address before a name, skipped to reach it ("Dear Mr. Lindqvist", "Gentile signora").
-_TITLES = frozenset(
+_TITLES = _wordset(
     "mr mrs ms miss dr prof herr frau familie fam madame monsieur mme mlle m señor senor señora "
     "senora sr sra srta don dona doña senhor senhora signor signora sig sigra dott dottor "
-    "dottoressa meneer mevrouw mevr dhr heer".split()
+    "dottoressa meneer mevrouw mevr dhr heer"
 )
 # Whom a bulk mail greets: nobody by name.
-_NOBODY = frozenset(
+_NOBODY = _wordset(
     "customer customers friend friends there all everyone everybody team member members user "
     "users reader readers subscriber subscribers valued sir madam colleagues folks kunde kundin "
     "kunden damen client cliente clientes clienti membre membres usuario usuaria utente klant "
     "klanten lezer lezers lettore lettori leitor leitora amigo amiga amigos guests gaste "
-    "invites huespedes ospiti hospedes gasten".split()
+    "invites huespedes ospiti hospedes gasten"
 )
-_NAME_PARTICLES = frozenset("von van der den de da di del dos das du le la y e ten ter zu".split())
+_NAME_PARTICLES = _wordset("von van der den de da di del dos das du le la y e ten ter zu")
 # Kinship words a family member signs with ("Deine Oma", "Love, Grandpa").
-_KIN = frozenset(
+_KIN = _wordset(
     "mum mom mummy mommy dad daddy grandma grandpa granny gran nan nana oma opa mama papa mutti "
     "vati maman mamie papi papy abuela abuelo mamá papá mãe pai avó avô vovó vovô nonna nonno "
-    "mamma papà".split()
+    "mamma papà"
 )
-_KIN = frozenset(fold(w) for w in _KIN)
-_POSSESSIVES = frozenset("your yours deine dein eure euer ta ton tu tua tuo je jouw".split())
+_POSSESSIVES = _wordset("your yours deine dein eure euer ta ton tu tua tuo je jouw")
 # A close that starts with an article or "your" is a brand's or a team's ("De Fietsenwinkel",
 # "Ihre Stadtwerke Nord", "Your friends at Acme"), unless a relative signs ("Deine Oma").
-_ARTICLES = frozenset(
-    "the your our de het die der das ihr ihre ihr unser unsere le la les l votre vos el los las "
-    "su sus o os a as il lo gli i vostro vostra equipe".split()
+_ARTICLES = _wordset(
+    "the your our de het die der das ihr ihre unser unsere le la les l votre vos el los las "
+    "su sus o os a as il lo gli i vostro vostra equipe"
 )
 _CJK_NAME = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff]{1,4}$")  # kanji: katakana names brands
 _FIRST_PERSON = re.compile(r"(?<![\w'’])(?:(?:i|ich|ik)(?!\w)|j['’](?=\w))|私|僕")
@@ -384,7 +387,8 @@ _SIGNOFF = re.compile(
     r"cordialement|bien (?:à vous|cordialement)|bises|amitiés|un saludo|saludos|un abrazo|"
     r"atenciosamente|abraços?|beijos?|cordiali saluti|un saluto|a presto|"
     r"met vriendelijke groet(?:en)?|groetjes|groet|hartelijke groet(?:en)?|groeten|"
-    r"herzliche gr(?:ü|ue)(?:ß|ss)e|freundliche gr(?:ü|ue)(?:ß|ss)e|danke|merci|bien à (?:toi|vous)|"
+    r"herzliche gr(?:ü|ue)(?:ß|ss)e|freundliche gr(?:ü|ue)(?:ß|ss)e|danke|merci|"
+    r"bien à (?:toi|vous)|"
     r"à bientôt|atentamente|un cordial saludo|gracias|obrigad[oa]|grazie|distinti saluti|saluti|"
     r"bedankt|take care|talk soon|see you(?: soon)?|warmly|best regards|with thanks|"
     r"(?:melhores |com os melhores )?cumprimentos|obrigad[oa]|um abraço|tschüss|ciao|"
@@ -426,11 +430,11 @@ def _is_name_line(line: str, domain: str, own: frozenset[str] = frozenset()) -> 
 
 
 # Links of a footer and buttons, one a line ("Unsubscribe", "Impressum", "Verify email").
-_FOOTER = frozenset(
+_FOOTER = _wordset(
     "unsubscribe preferences privacy terms imprint impressum datenschutz contact help faq "
     "facebook instagram twitter linkedin youtube tiktok desabonner desinscribirse "
     "descadastrar disiscriviti uitschrijven open reply view verify confirm download accept "
-    "decline join rsvp login start buy book donate read watch listen zur".split()
+    "decline join rsvp login start buy book donate read watch listen zur"
 )
 _BRACKETS = re.compile(r"\([^)]{0,40}\)")
 
