@@ -293,8 +293,6 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
     closes = len(lines) >= 3 and any(_is_name_line(line, domain, own) for line in lines[1:][-3:])
     found["<closing>"] = closes and not found["<signoff>"] and not found["<signed>"]
     found["<letter>"] = closes and _greets_by_name(lines[0] if lines else "")
-    # The writer speaks as "I" (in the languages that say the pronoun): two or more times.
-    found["<first_person>"] = _first_person(low) >= 2
     return found
 
 
@@ -349,13 +347,6 @@ _ARTICLES = _wordset(
     "su sus o os a as il lo gli i vostro vostra equipe"
 )
 _CJK_NAME = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff]{1,4}$")  # kanji: katakana names brands
-_FIRST_PERSON = re.compile(r"(?<![\w'’])(?:(?:i|ich|ik)(?!\w)|j['’](?=\w))|私|僕")
-
-
-def _first_person(low: str) -> int:
-    """How often the text says "I" (English, German, French "j'", Dutch, Japanese; the other
-    languages drop the pronoun, and French "je" is Dutch "you")."""
-    return len(_FIRST_PERSON.findall(low))
 
 
 def _greets_by_name(line: str) -> bool:
@@ -402,14 +393,18 @@ def _is_name_line(line: str, domain: str, own: frozenset[str] = frozenset()) -> 
     Marshall, CPA", "Jo (Squirrels room)", "Grandpa", "Deine Oma", "田中"), that is not a
     brand's (its first word in the sender's domain: "Osteria Nove", "Schulz Elektrotechnik";
     unless it is a word of the sender's own name, ``own``) nor a team's ("The Brewly crew")."""
-    line = _BRACKETS.sub(" ", line).strip()
+    if len(line) > 60:  # a sentence (most lines: the cheap test first)
+        return False
+    if "(" in line:
+        line = _BRACKETS.sub(" ", line)
+    line = line.strip()
     if line.endswith((",", "!", "?", ":")):  # a sign-off, a wish ("Gute Fahrt!"), a label
         return False
     line = line.rstrip(".")
-    if _CJK_NAME.match(line):
+    if not line.isascii() and _CJK_NAME.match(line):
         return line not in ("以上", "敬具", "草々")
     words = line.replace(",", " ").split()
-    if not 1 <= len(words) <= 4 or _SIGNOFF.match(line):
+    if not 1 <= len(words) <= 4 or not words[0][:1].isupper() or _SIGNOFF.match(line):
         return False
     toks = tokens(line)
     if not toks or any(ch.isdigit() or ch in ":@/" for ch in line):  # "Courier: Teo"
