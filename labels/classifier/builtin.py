@@ -62,6 +62,8 @@ _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 def fold(text: str) -> str:
     """Lower-cases and strips accents: "Réinitialisez" → "reinitialisez"."""
+    if text.isascii():  # nothing to fold but the case (most mail: the cheap path)
+        return text.lower()
     text = unicodedata.normalize("NFKD", text.lower().translate(_FOLD))
     return "".join(ch for ch in text if not unicodedata.combining(ch))
 
@@ -270,7 +272,8 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
             or (given[-1] in folded_local and folded_local[:1] == given[0][:1])
         )
     )
-    tail = [line for line in text.strip().splitlines()[-4:] if line.strip()][-3:]
+    raw_lines = text.strip().splitlines()
+    tail = [line for line in raw_lines[-4:] if line.strip()][-3:]
     found["<signed>"] = bool(given) and any(
         len(line.split()) <= 5
         and given[0] in tokens(line)
@@ -279,7 +282,7 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
     )
     # A letter's close: a sign-off line, then a line of one to three names that are not a brand's
     # or a team's ("Kind regards, / Karen Marshall, CPA"; not "Thanks, / The Ledgerly team").
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line.strip() for line in raw_lines if line.strip()]
     last = lines[-5:]
     own = frozenset(names) if found["<named>"] else frozenset()
     found["<signoff>"] = any(
