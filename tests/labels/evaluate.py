@@ -17,10 +17,10 @@ learning from 5 positive + 5 negative examples, which are then left out of the s
 examples are drawn at random from the set's positives and negatives, as a user would pick a few
 of their own emails, with fixed seeds (``DRAWS``: 1 to 5) so that the figures are reproducible;
 the "5+5" columns pool the answers of the five draws (``n`` is per draw). One draw can be lucky
-or unlucky — the first five meeting emails by id are all people's plans, and a model taught by
-them learns "a person wrote it" as much as "a meeting" — so the table does not rest on one.
-``--first`` scores the first five of each by id instead (the table before 2026-11-27). The examples take the path of ``POST /labels/{key}/examples``: each becomes the stored
-example row that ``labels.selectors.examples_for`` reads back (``example_round_trip``), and
+or unlucky (the first five by id were a lucky one for newsletters), so the table does not rest on
+one. ``--first`` scores the first five of each by id instead (the table before 2026-11-27).
+The examples take the path of ``POST /labels/{key}/examples``: each becomes the stored example
+row that ``labels.selectors.examples_for`` reads back (``example_round_trip``), and
 ``tests/labels/test_evaluation_path.py`` checks that the endpoint and this script give the same
 answers. ``--errors`` lists the emails it gets wrong; ``--timing`` the CPU time per email.
 """
