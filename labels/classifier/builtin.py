@@ -352,6 +352,11 @@ _ARTICLES = _wordset(
 _CJK_NAME = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff]{1,4}$")  # kanji: katakana names brands
 
 
+# "I" in English, German, Dutch, French ("j'ai": "j"), Japanese; the other languages drop the
+# pronoun, and French "je" is Dutch "you".
+_FIRST_PERSON = frozenset({"i", "ich", "ik", "j", "私", "僕"})
+
+
 def _greets_by_name(line: str) -> bool:
     """Whether a first line greets someone by name: "Hi Tom,", "Sehr geehrte Familie Yilmaz,",
     "Olá Sr. Costa,", "山本様" (not "Dear customer", "Hello there", "お客様")."""
@@ -726,6 +731,11 @@ def analyse(email: EmailFacts) -> Analysis:
             "body": _specials((email.text or "")[:BODY_CHARS]),
             "meta": _meta(email),
         }
+        # The writer speaks as "I" (in the languages that say the pronoun), twice or more.
+        said = _FIRST_PERSON.__contains__
+        specials["meta"]["<first_person>"] = (
+            sum(sum(map(said, sent.tokens)) for sent in fields["body"]) >= 2
+        )
         hits = _hits(fields, specials)
         raw, adjusted, contributions = _score_concepts(hits)
         meta = tuple(sorted(f"sig_{k[1:-1]}" for k, v in specials["meta"].items() if v))

@@ -1865,6 +1865,7 @@ CONVERSATION = Concept(
         "<signoff>": 1.5,
         "<closing>": 1,  # closes with a person's name (not the sender's, no sign-off line)
         "<letter>": 1.5,  # greets someone by name and closes with a person's name
+        "<first_person>": 1,  # says "I" twice or more
         "<asks>": 1,
         "dear mr": 0.8,
         "dear ms": 0.8,
