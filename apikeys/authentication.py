@@ -24,7 +24,8 @@ class BearerKeyAuthentication(BaseAuthentication):
         header = request.META.get("HTTP_AUTHORIZATION")
         if header is None:
             return None
-        return AnonymousUser(), gate.bearer(header)
+        # Counted here (DRF's throttle, KeyRateThrottle, follows for every API view).
+        return AnonymousUser(), gate.bearer(header, count=True)
 
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="pigeonhole"'

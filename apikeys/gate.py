@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
-from apikeys import selectors, services
+from apikeys import keycache, selectors, services
 from apikeys.exceptions import InvalidKey
 from apikeys.models import ROLE_SCOPES
 from apikeys.principal import Principal
-from apikeys.throttling import throttle
+from apikeys.throttling import COUNTED, throttle
 from config.api.errors import Forbidden, InsufficientScope, Unauthorized
 
 SESSION_WORKSPACE_KEY = "workspace_id"
@@ -35,19 +35,26 @@ SESSION_WORKSPACE_KEY = "workspace_id"
 # --- who ------------------------------------------------------------------------------------
 
 
-def principal_for_key(plain: str) -> Principal:
-    """The principal of a plain key (raises ``unauthorized``), its last use recorded."""
-    key = selectors.api_key_for_plain(plain)
+def principal_for_key(plain: str, *, count: bool = False) -> Principal:
+    """The principal of a plain key (raises ``unauthorized``), its last use recorded; through
+    the per-process cache of ``apikeys.keycache``. With ``count`` the request is counted against
+    the rate in the same Redis round trip where it can be (``throttle`` then does not count it
+    again): a caller that will call ``throttle`` for it anyway."""
+    found = keycache.lookup(plain, count=count)
+    key, last_used_at = found.key, found.key.last_used_at
     services.api_key_touch(key=key)
-    return Principal(workspace=key.workspace, scopes=key.effective_scopes, key=key)
+    if key.last_used_at != last_used_at:
+        keycache.touched(key)
+    extra = {COUNTED: found.wait} if found.counted else {}
+    return Principal(workspace=key.workspace, scopes=key.effective_scopes, key=key, extra=extra)
 
 
-def bearer(authorization: str) -> Principal:
+def bearer(authorization: str, *, count: bool = False) -> Principal:
     """The principal of an ``Authorization`` header's value: ``Bearer <key>`` or 401."""
     scheme, _, credential = authorization.strip().partition(" ")
     if scheme.lower() != "bearer" or not credential.strip():
         raise InvalidKey("Use 'Authorization: Bearer <API key>'.")
-    return principal_for_key(credential.strip())
+    return principal_for_key(credential.strip(), count=count)
 
 
 def principal_for_session(user: Any, workspace_id: str | None) -> Principal | None:

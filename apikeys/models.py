@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.utils import timezone
 
+from apikeys import epoch
 from config.api.ids import new_id
-from config.tenancy import Tenancy, TenantManager
+from config.tenancy import Tenancy, TenantManager, TenantQuerySet
 
 
 def _ws_id() -> str:
@@ -52,6 +56,25 @@ MAX_GRACE_HOURS = 87_600  # expired_inbox_grace_hours: up to ten years
 MAX_AGE_DAYS = 36_500  # email_retention_days: up to a hundred years
 
 
+class _BumpingUpdate:
+    """``update()`` that bumps the credentials epoch (apikeys.epoch) unless only quiet fields
+    change; ``save()`` and deletes bump it through the signals at the end of this module."""
+
+    def update(self, **kwargs: Any) -> int:
+        rows = super().update(**kwargs)  # type: ignore[misc]
+        if rows:
+            epoch.bump_unless_quiet(kwargs)
+        return rows
+
+
+class WorkspaceQuerySet(_BumpingUpdate, models.QuerySet):
+    pass
+
+
+class ApiKeyQuerySet(TenantQuerySet):
+    on_update = staticmethod(epoch.bump_unless_quiet)  # as _BumpingUpdate, under the guard
+
+
 class Workspace(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=_ws_id, editable=False)
     name = models.CharField(max_length=200)
@@ -83,6 +106,8 @@ class Workspace(models.Model):
         help_text="Audit log entries older than this many days are deleted by a periodic sweep.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = models.Manager.from_queryset(WorkspaceQuerySet)()
 
     class Meta:
         ordering = ["name"]
@@ -170,7 +195,7 @@ class ApiKey(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantManager()
+    objects = TenantManager.from_queryset(ApiKeyQuerySet)()
     tenancy = Tenancy("workspace")
 
     class Meta:
@@ -281,3 +306,16 @@ class AuditEntry(models.Model):
         if not self._state.adding:
             raise RuntimeError("Audit log entries are append-only.")
         super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+
+@receiver(post_save, sender=Workspace)
+@receiver(post_save, sender=ApiKey)
+def _saved(sender: type, instance: Any, update_fields: Any = None, **kwargs: Any) -> None:
+    """A key or workspace written: web processes drop what they cached (apikeys.epoch)."""
+    epoch.bump_unless_quiet(update_fields)
+
+
+@receiver(post_delete, sender=Workspace)
+@receiver(post_delete, sender=ApiKey)
+def _deleted(sender: type, instance: Any, **kwargs: Any) -> None:
+    epoch.bump()

@@ -45,6 +45,7 @@ WINDOW_SECONDS = 60
 LEASE_SECONDS = 60  # a slot not renewed for this long is free again (its process died)
 LEASE_RENEW_SECONDS = 15
 OPEN_RETRY_AFTER = 5  # seconds: when a slot comes free is not known; a polite pause
+COUNTED = "rate_counted"  # Principal.extra: this request's count is taken (its wait, or None)
 
 
 @functools.cache
@@ -58,11 +59,23 @@ def _redis() -> redis.Redis | None:
     return redis.Redis.from_url(url) if url else None
 
 
+def rate_key(identity: str, now: float) -> str:
+    """The Redis (or local cache) counter of ``identity``'s requests in the window of ``now``."""
+    return f"pgh:rl:{identity}:{int(now // WINDOW_SECONDS)}"
+
+
+def wait_after(count: int, limit: int, now: float) -> float | None:
+    """None when the ``count``-th request of the window is allowed, else the seconds until the
+    window ends."""
+    if count > limit:
+        return (int(now // WINDOW_SECONDS) + 1) * WINDOW_SECONDS - now
+    return None
+
+
 def hit(identity: str, limit: int, now: float | None = None) -> float | None:
     """Counts one request; returns None when allowed, else the seconds until the window ends."""
     now = time.time() if now is None else now
-    window = int(now // WINDOW_SECONDS)
-    key = f"pgh:rl:{identity}:{window}"
+    key = rate_key(identity, now)
     client = _redis()
     if client is not None:
         pipe = client.pipeline(transaction=False)
@@ -77,15 +90,19 @@ def hit(identity: str, limit: int, now: float | None = None) -> float | None:
         except ValueError:  # expired between add and incr
             cache.add(key, 1, timeout=WINDOW_SECONDS + 5)
             count = 1
-    if count > limit:
-        return (window + 1) * WINDOW_SECONDS - now
-    return None
+    return wait_after(count, limit, now)
 
 
 def throttle(principal: Principal) -> None:
     """Counts one request of ``principal``'s credential; 429 ``rate_limited`` with
-    ``Retry-After`` beyond ``RATE_LIMIT_PER_MINUTE`` (the one rate rule: ``apikeys.gate``)."""
-    wait = hit(principal.rate_limit_id, settings.RATE_LIMIT_PER_MINUTE)
+    ``Retry-After`` beyond ``RATE_LIMIT_PER_MINUTE`` (the one rate rule: ``apikeys.gate``).
+
+    A principal whose authentication already counted the request (``apikeys.keycache``: the
+    counter rides in the pipeline that checks the credentials epoch) is not counted again."""
+    if COUNTED in principal.extra:
+        wait = principal.extra[COUNTED]
+    else:
+        wait = hit(principal.rate_limit_id, settings.RATE_LIMIT_PER_MINUTE)
     if wait is not None:
         raise RateLimited(headers={"Retry-After": str(max(1, int(wait)))})
 

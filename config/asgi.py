@@ -1,5 +1,7 @@
 """ASGI entry point (daphne): Channels routes the long-poll and SSE paths and the MCP server
-(``/mcp``, ``outbox.mcp.asgi``, imported at its first request), Django serves the rest.
+(``/mcp``, ``outbox.mcp.asgi``, imported at its first request), Django serves the rest: the
+REST API through ``config.api.handler`` (its sync request cycle in one thread hop), every other
+page through Django's ASGI handler.
 
 The streaming paths (the waits, the stream) are raw ASGI apps (``mail.realtime``) behind
 Channels' session and auth middleware, so dashboard sessions work there too.
@@ -18,6 +20,10 @@ from config.startup import started
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
+
+from config.api.handler import ApiHandler  # noqa: E402  (after Django's set-up)
+
+api_app = ApiHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -63,6 +69,8 @@ application = ProtocolTypeRouter(
                 re_path(r"^api/v1/inboxes/(?P<inbox_id>[^/]+)/send$", outbox_waiting),
                 re_path(r"^api/v1/outbox/(?P<item_id>[^/]+)$", outbox_waiting),
                 re_path(r"^mcp/?$", mcp),  # bearer keys only: no session middleware
+                # The rest of the REST API: Django's sync cycle in one thread hop.
+                re_path(r"^api/", api_app),
                 re_path(r"", django_asgi_app),
             ]
         )

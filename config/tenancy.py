@@ -180,9 +180,17 @@ class TenantQuerySet(HookedQuerySet):
         self._check()
         return super().aggregate(*args, **kwargs)
 
+    # Called with the fields an update() wrote, when it wrote rows (a model whose writes others
+    # must hear of: apikeys' credentials epoch). Here, so that the guard's caller stays the code
+    # that called update().
+    on_update: Any = None
+
     def update(self, **kwargs: Any) -> int:
         self._check()
-        return super().update(**kwargs)
+        rows = super().update(**kwargs)
+        if rows and self.on_update is not None:
+            self.on_update(kwargs)
+        return rows
 
     def delete(self) -> tuple[int, dict[str, int]]:
         self._check()

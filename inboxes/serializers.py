@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from config.api.inputs import JsonIn, single_line
 from config.api.query import PageQuery
+from config.api.represent import boolean, dt, integer, text, texts
 from inboxes.addresses import DOMAIN_RE, is_valid_local_part
 from inboxes.models import CheckResult, Overflow
 from inboxes.selectors import DomainInfo, smtp_settings
@@ -314,6 +315,53 @@ class InboxOut(serializers.Serializer):
     last_email_at = serializers.DateTimeField(allow_null=True)
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+    def to_representation(self, inbox: Any) -> dict[str, Any]:
+        """The fields above as DRF writes them (config.api.represent), without its machinery."""
+        expires_at = inbox.expires_at
+        return {
+            "id": text(inbox.id),
+            "address": text(inbox.address),
+            "local_part": text(inbox.local_part),
+            "domain": text(inbox.domain),
+            "name": text(inbox.name),
+            "agent_name": text(inbox.agent_name),
+            "tags": texts(inbox.tags),
+            "status": inbox.status,
+            "permanent": boolean(inbox.permanent),
+            "ttl_minutes": integer(inbox.ttl_minutes),
+            "expires_at": dt(expires_at),
+            "max_emails": integer(inbox.max_emails),
+            "overflow": inbox.overflow,
+            "allow_senders": texts(inbox.allow_senders),
+            "block_senders": texts(inbox.block_senders),
+            "forward_to": text(inbox.forward_to),
+            "smtp_faults": None
+            if inbox.smtp_faults is None
+            else [smtp_fault(f) for f in inbox.smtp_faults],
+            "injected_faults": integer(inbox.injected_faults),
+            "email_count": integer(inbox.email_count),
+            "unread_count": integer(inbox.unread_count),
+            "last_email_at": dt(inbox.last_email_at),
+            "created_at": dt(inbox.created_at),
+            "updated_at": dt(inbox.updated_at),
+        }
+
+
+def smtp_fault(fault: dict[str, Any]) -> dict[str, Any]:
+    """``SmtpFaultOut`` of one stored fault: the optional fields only when present."""
+    out: dict[str, Any] = {
+        "stage": fault["stage"],
+        "reply": text(fault["reply"]),
+        "mode": fault["mode"],
+    }
+    if "probability" in fault:
+        out["probability"] = None if fault["probability"] is None else float(fault["probability"])
+    for name in ("count", "window_seconds"):
+        if name in fault:
+            out[name] = integer(fault[name])
+    out["delay_ms"] = integer(fault["delay_ms"])
+    return out
 
 
 class SmtpCredentialCreateIn(JsonIn):

@@ -1,0 +1,151 @@
+"""The hand-written ``to_representation`` of the hot response serializers (config.api.represent)
+equals DRF's own field machinery over the same objects, key order included, and the orjson
+renderer writes the bytes DRF's renderer writes.
+
+Each fast path is compared with ``serializers.Serializer.to_representation`` — the generic walk
+over the declared fields that the override replaces — on objects that exercise every field:
+permanent, expiring and expired inboxes, tags, sender lists, forwarding, fault rules with and
+without their optional fields; emails with labels, attachments, cc, reply-to and extracted codes.
+A field added to a serializer and not to its fast path fails here.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+
+from apikeys.models import Workspace
+from config.api.renderers import JsonRenderer
+from inboxes.models import Inbox
+from inboxes.serializers import InboxOut
+from labels.models import EmailLabel, Label
+from mail.models import Email
+from mail.pipeline import receive_one
+from mail.serializers import EmailOut, EmailSummaryOut
+from tests.mail.messages import PNG, message
+
+
+def generic(serializer: serializers.Serializer, instance: object) -> dict:
+    return serializers.Serializer.to_representation(serializer, instance)
+
+
+def same(serializer_class: type[serializers.Serializer], instance: object) -> None:
+    fast = serializer_class(instance).data
+    slow = generic(serializer_class(), instance)
+    assert list(fast.items()) == list(slow.items())
+    assert JsonRenderer().render(fast) == JSONRenderer().render(slow)
+
+
+def test_inbox_out_is_drfs_output(workspace: Workspace) -> None:
+    now = timezone.now()
+    rows = [
+        Inbox.objects.create(
+            workspace=workspace, address="plain@x.test", local_part="plain", domain="x.test"
+        ),
+        Inbox.objects.create(
+            workspace=workspace,
+            address="full@x.test",
+            local_part="full",
+            domain="x.test",
+            name="Signup — tests\u2028",
+            agent_name="ci-bot",
+            tags=["a", "b"],
+            ttl_minutes=60,
+            expires_at=now + timedelta(minutes=60),
+            max_emails=10,
+            overflow="reject",
+            allow_senders=["*@example.com"],
+            block_senders=["spam@example.com"],
+            forward_to="owner@example.org",
+            smtp_faults=[
+                {"stage": "rcpt", "reply": "450 4.2.0 later", "mode": "always", "delay_ms": 0},
+                {
+                    "stage": "data",
+                    "reply": "451 4.3.0 again",
+                    "mode": "probability",
+                    "probability": 0.25,
+                    "delay_ms": 100,
+                },
+                {
+                    "stage": "rcpt",
+                    "reply": "450 greylisted",
+                    "mode": "greylist",
+                    "window_seconds": 30,
+                    "count": 2,
+                    "delay_ms": 5,
+                },
+            ],
+            injected_faults=3,
+            email_count=4,
+            unread_count=2,
+            last_email_at=now.replace(microsecond=0),
+        ),
+        Inbox.objects.create(
+            workspace=workspace,
+            address="old@x.test",
+            local_part="old",
+            domain="x.test",
+            ttl_minutes=1,
+            expires_at=now - timedelta(minutes=5),
+        ),
+    ]
+    for row in Inbox.objects.filter(workspace=workspace):
+        same(InboxOut, row)
+    assert len(rows) == 3
+    page = InboxOut(list(Inbox.objects.filter(workspace=workspace)), many=True).data
+    assert [generic(InboxOut(), r) for r in Inbox.objects.filter(workspace=workspace)] == page
+
+
+def test_email_out_is_drfs_output(workspace: Workspace) -> None:
+    from inboxes.services import inbox_create
+    from mail.selectors import email_get, email_list
+
+    inbox = inbox_create(workspace=workspace, local_part="repr", ttl_minutes=None)
+    raw = message(
+        to=inbox.address,
+        sender="noreply@service.example",
+        sender_name="Service",
+        subject="Your code is 123456",
+        text="Your code is 123456. Verify: https://service.example/verify?t=abc",
+        html="<p>Your code is <b>123456</b></p>",
+        attachments=[("a.png", "image/png", PNG)],
+        headers={"Cc": "Copy <copy@example.org>", "Reply-To": "reply@example.org"},
+    )
+    delivery = receive_one(raw, to=inbox.address)
+    bare = receive_one(message(to=inbox.address, sender="", text="x"), to=inbox.address)
+    label = Label.objects.create(workspace=workspace, key="otp", name="OTP")
+    EmailLabel.objects.create(
+        email_id=delivery.email_id, label=label, key="otp", source="manual", confidence=0.875
+    )
+    # An authentication verdict as the smtpd's checks store it (mail.authentication.check).
+    Email.objects.filter(pk=delivery.email_id).update(
+        authentication={
+            "spf": {
+                "result": "pass",
+                "domain": "service.example",
+                "identity": "mailfrom",
+                "client_ip": "192.0.2.1",
+                "reason": "sender SPF authorized",
+            },
+            "dkim": [
+                {"result": "pass", "domain": "service.example", "selector": "s1", "reason": ""},
+                {"result": "fail", "domain": "esp.example", "selector": "k", "reason": "x"},
+            ],
+            "dmarc": {
+                "result": "pass",
+                "domain": "service.example",
+                "policy": "reject",
+                "alignment": ["dkim", "spf"],
+                "reason": "",
+            },
+            "arc": {"result": "none", "domain": "", "instances": 0, "reason": ""},
+        }
+    )
+    for email_id in (delivery.email_id, bare.email_id):
+        same(EmailOut, email_get(workspace, email_id))
+    for email in email_list(workspace):
+        same(EmailSummaryOut, email)
+    assert Email.objects.filter(workspace=workspace).count() == 2
