@@ -18,9 +18,9 @@ from typing import Protocol
 # The structural signals (docs/api.md, "Labels"): names a backend and a stored example share.
 SIGNALS = frozenset(
     {
-        "list",  # List-Id / List-Post: sent through a mailing list
+        "list",  # List-Id / List-Post / Precedence: list: sent through a mailing list
         "unsubscribe",  # List-Unsubscribe
-        "bulk",  # Precedence: bulk / list / junk
+        "bulk",  # Precedence: bulk / junk
         "auto",  # Auto-Submitted (not "no"), X-Autoreply, Precedence: auto_reply
         "esp",  # the fingerprint of a bulk-mail service (Mailchimp, SendGrid, Amazon SES, ...)
         "reply",  # In-Reply-To or References: part of a conversation
@@ -99,8 +99,10 @@ def signals_of(
         elif name == "list-unsubscribe":
             found.add("unsubscribe")
         elif name == "precedence":
-            if low in ("bulk", "list", "junk"):
+            if low in ("bulk", "junk"):
                 found.add("bulk")
+            elif low == "list":  # a list server's mark: the same fact as List-Id, not bulk mail
+                found.add("list")
             elif low == "auto_reply":
                 found.add("auto")
         elif name == "auto-submitted":

@@ -62,6 +62,8 @@ _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
 
 def fold(text: str) -> str:
     """Lower-cases and strips accents: "Réinitialisez" → "reinitialisez"."""
+    if text.isascii():  # nothing to fold but the case (most mail: the cheap path)
+        return text.lower()
     text = unicodedata.normalize("NFKD", text.lower().translate(_FOLD))
     return "".join(ch for ch in text if not unicodedata.combining(ch))
 
@@ -253,11 +255,14 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
     found["<noreply>"] = noreply
     found["<role>"] = role
     # The sender's address is the sender's own name ("noah.feld@", "k.marshall@"), or the body
-    # is signed with it ("Best, Priya"); a word of the name that is in the domain is a brand's.
+    # is signed with it ("Best, Priya"); a word of the name that is in the domain is a brand's,
+    # and a name with a role in it ("Maple Delivery Team", "Acme Status") is no person's.
     domain = fold((email.from_address or "").partition("@")[2])
     folded_local = fold(local)
     names = [w for w in tokens(name) if len(w) >= 3 and not w.isdigit()]
     given = [w for w in names if w not in domain or w == folded_local]
+    if any(w in _ROLE_WORDS for w in names):
+        given = []
     found["<named>"] = (
         not role
         and len(names) >= 2
@@ -267,7 +272,8 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
             or (given[-1] in folded_local and folded_local[:1] == given[0][:1])
         )
     )
-    tail = [line for line in text.strip().splitlines()[-4:] if line.strip()][-3:]
+    raw_lines = text.strip().splitlines()
+    tail = [line for line in raw_lines[-4:] if line.strip()][-3:]
     found["<signed>"] = bool(given) and any(
         len(line.split()) <= 5
         and given[0] in tokens(line)
@@ -276,12 +282,101 @@ def _meta(email: EmailFacts) -> dict[str, bool]:
     )
     # A letter's close: a sign-off line, then a line of one to three names that are not a brand's
     # or a team's ("Kind regards, / Karen Marshall, CPA"; not "Thanks, / The Ledgerly team").
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()][-5:]
+    lines = [line.strip() for line in raw_lines if line.strip()]
+    last = lines[-5:]
+    own = frozenset(names) if found["<named>"] else frozenset()
     found["<signoff>"] = any(
-        _SIGNOFF.match(lines[i]) and _is_name_line(lines[i + 1], domain)
-        for i in range(len(lines) - 1)
+        _SIGNOFF.match(last[i]) and _is_name_line(last[i + 1], domain, own)
+        for i in range(len(last) - 1)
     )
+    # A letter's shape: it opens by greeting someone by name ("Dear Mr. Lindqvist,", "Hola
+    # Marta:", "山本様") and closes with a person's name ("Stefan Bauer", "Grandpa"). A system
+    # greets by name too ("Hi Grace, your sofa ..."), but closes with its brand or team; a
+    # newsletter greets nobody in particular ("Dear friend", counter-evidence in the lexicon).
+    closes = len(lines) >= 3 and any(_is_name_line(line, domain, own) for line in lines[1:][-3:])
+    found["<closing>"] = closes and not found["<signoff>"] and not found["<signed>"]
+    found["<letter>"] = closes and _greets_by_name(lines[0] if lines else "")
     return found
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(fold(text).split())
+
+
+# Words of a sender's name or a close that make it a role's, a team's or a brand's, not a person's.
+_ROLE_WORDS = _wordset(
+    "team crew staff support service services status delivery deliveries expenses operations "
+    "ops trust safety security billing accounts notifications alerts news newsletter info help "
+    "helpdesk desk sales store shop payroll recruiting talent careers jobs customer customers "
+    "care admin system bot updates marketing community events calendar orders shipping "
+    "reservations bookings concierge office department kundenservice kundendienst equipe "
+    "equipo equipa squadra servizio clienti klantenservice atendimento"
+)
+_GREETING = re.compile(
+    r"^(?:hi|hello|hey|dear|good (?:morning|afternoon|evening)|hallo|liebe[rs]?|"
+    r"sehr geehrte[rs]?|guten (?:tag|morgen|abend)|moin|servus|bonjour|bonsoir|salut|coucou|"
+    r"ch[eè]re?s?|hola|buen(?:os|as) (?:d[ií]as|tardes|noches)|estimad[oa]s?|querid[oa]s?|"
+    r"ol[aá]|oi|bom dia|boa (?:tarde|noite)|prezad[oa]s?|car[oa]|cari|gentile|gentili|"
+    r"buongiorno|buonasera|ciao|salve|beste|hoi|dag|goedemorgen|goedemiddag|geachte|lieve)"
+    r"\b[\s,]+(.{1,60}?)[\s,:;!.]*$",
+    re.IGNORECASE,
+)
+# Forms of address before a name, skipped to reach it ("Dear Mr. Lindqvist", "Gentile signora").
+_TITLES = _wordset(
+    "mr mrs ms miss dr prof herr frau familie fam madame monsieur mme mlle m señor senor señora "
+    "senora sr sra srta don dona doña senhor senhora signor signora sig sigra dott dottor "
+    "dottoressa meneer mevrouw mevr dhr heer"
+)
+# Whom a bulk mail greets: nobody by name.
+_NOBODY = _wordset(
+    "customer customers friend friends there all everyone everybody team member members user "
+    "users reader readers subscriber subscribers valued sir madam colleagues folks kunde kundin "
+    "kunden damen client cliente clientes clienti membre membres usuario usuaria utente klant "
+    "klanten lezer lezers lettore lettori leitor leitora amigo amiga amigos guests gaste "
+    "invites huespedes ospiti hospedes gasten"
+)
+_NAME_PARTICLES = _wordset("von van der den de da di del dos das du le la y e ten ter zu")
+# Kinship words a family member signs with ("Deine Oma", "Love, Grandpa").
+_KIN = _wordset(
+    "mum mom mummy mommy dad daddy grandma grandpa granny gran nan nana oma opa mama papa mutti "
+    "vati maman mamie papi papy abuela abuelo mamá papá mãe pai avó avô vovó vovô nonna nonno "
+    "mamma papà"
+)
+_POSSESSIVES = _wordset("your yours deine dein eure euer ta ton tu tua tuo je jouw")
+# A close that starts with an article or "your" is a brand's or a team's ("De Fietsenwinkel",
+# "Ihre Stadtwerke Nord", "Your friends at Acme"), unless a relative signs ("Deine Oma").
+_ARTICLES = _wordset(
+    "the your our de het die der das ihr ihre unser unsere le la les l votre vos el los las "
+    "su sus o os a as il lo gli i vostro vostra equipe"
+)
+_CJK_NAME = re.compile(r"^[\u3400-\u4dbf\u4e00-\u9fff]{1,4}$")  # kanji: katakana names brands
+
+
+# "I" in English, German, Dutch, French ("j'ai": "j"), Japanese; the other languages drop the
+# pronoun, and French "je" is Dutch "you".
+_FIRST_PERSON = frozenset({"i", "ich", "ik", "j", "私", "僕"})
+
+
+def _greets_by_name(line: str) -> bool:
+    """Whether a first line greets someone by name: "Hi Tom,", "Sehr geehrte Familie Yilmaz,",
+    "Olá Sr. Costa,", "山本様" (not "Dear customer", "Hello there", "お客様")."""
+    line = line.strip()
+    if line.endswith(("様", "さん", "さま")) and len(line) <= 16:
+        return not line.startswith(("お客", "会員", "各位", "利用者"))
+    match = _GREETING.match(line)
+    if not match:
+        return False
+    words = [w.strip(".,") for w in match.group(1).split()]
+    while words and fold(words[0]) in _TITLES:
+        words = words[1:]
+    return (
+        bool(words)
+        and len(words) <= 3
+        and words[0][:1].isupper()
+        and fold(words[0]) not in _NOBODY
+        and fold(words[0]) not in _ROLE_WORDS
+        and not any(ch.isdigit() or ch in "/@" for ch in words[0])
+    )
 
 
 _SIGNOFF = re.compile(
@@ -290,21 +385,61 @@ _SIGNOFF = re.compile(
     r"viele gr(?:ü|ue)(?:ß|ss)e|liebe gr(?:ü|ue)(?:ß|ss)e|beste gr(?:ü|ue)(?:ß|ss)e|gruß|lg|"
     r"cordialement|bien (?:à vous|cordialement)|bises|amitiés|un saludo|saludos|un abrazo|"
     r"atenciosamente|abraços?|beijos?|cordiali saluti|un saluto|a presto|"
-    r"met vriendelijke groet(?:en)?|groetjes|groet)[ ,.!]*$",
+    r"met vriendelijke groet(?:en)?|groetjes|groet|hartelijke groet(?:en)?|groeten|"
+    r"herzliche gr(?:ü|ue)(?:ß|ss)e|freundliche gr(?:ü|ue)(?:ß|ss)e|danke|merci|"
+    r"bien à (?:toi|vous)|"
+    r"à bientôt|atentamente|un cordial saludo|gracias|obrigad[oa]|grazie|distinti saluti|saluti|"
+    r"bedankt|take care|talk soon|see you(?: soon)?|warmly|best regards|with thanks|"
+    r"(?:melhores |com os melhores )?cumprimentos|obrigad[oa]|um abraço|tschüss|ciao|"
+    r"hartelijke groet(?:en)?|vriendelijke groet(?:en)?)[ ,.!]*$",
     re.IGNORECASE,
 )
 
 
-def _is_name_line(line: str, domain: str) -> bool:
+def _is_name_line(line: str, domain: str, own: frozenset[str] = frozenset()) -> bool:
+    """A line of one to three names, perhaps with a short title or a note in brackets ("Karen
+    Marshall, CPA", "Jo (Squirrels room)", "Grandpa", "Deine Oma", "田中"), that is not a
+    brand's (its first word in the sender's domain: "Osteria Nove", "Schulz Elektrotechnik";
+    unless it is a word of the sender's own name, ``own``) nor a team's ("The Brewly crew")."""
+    if len(line) > 60:  # a sentence (most lines: the cheap test first)
+        return False
+    if "(" in line:
+        line = _BRACKETS.sub(" ", line)
+    line = line.strip()
+    if line.endswith((",", "!", "?", ":")):  # a sign-off, a wish ("Gute Fahrt!"), a label
+        return False
+    line = line.rstrip(".")
+    if not line.isascii() and _CJK_NAME.match(line):
+        return line not in ("以上", "敬具", "草々")
     words = line.replace(",", " ").split()
-    if not 1 <= len(words) <= 4:
+    if not 1 <= len(words) <= 4 or not words[0][:1].isupper() or _SIGNOFF.match(line):
         return False
     toks = tokens(line)
+    if not toks or any(ch.isdigit() or ch in ":@/" for ch in line):  # "Courier: Teo"
+        return False
+    if len(toks) == 2 and toks[0] in _POSSESSIVES and toks[1] in _KIN:
+        return True
+    if toks[0] in _ARTICLES:
+        return False
+    name = line.split(",", 1)[0].split()  # what follows a comma is a title
+    if _SIGNOFF.match(name[0]) or all(w.isupper() and len(w) > 1 for w in name):  # "RSVP"
+        return False
     return (
-        words[0][:1].isupper()
-        and not any(t in _TEAM_WORDS or (len(t) >= 4 and t in domain) for t in toks)
-        and not any(ch.isdigit() for ch in line)
+        all(w[:1].isupper() or fold(w) in _NAME_PARTICLES for w in name)
+        and name[0][:1].isupper()
+        and not any(t in _TEAM_WORDS or t in _ROLE_WORDS or t in _FOOTER for t in toks)
+        and not (len(toks[0]) >= 4 and toks[0] in domain and toks[0] not in own)
     )
+
+
+# Links of a footer and buttons, one a line ("Unsubscribe", "Impressum", "Verify email").
+_FOOTER = _wordset(
+    "unsubscribe preferences privacy terms imprint impressum datenschutz contact help faq "
+    "facebook instagram twitter linkedin youtube tiktok desabonner desinscribirse "
+    "descadastrar disiscriviti uitschrijven open reply view verify confirm download accept "
+    "decline join rsvp login start buy book donate read watch listen zur"
+)
+_BRACKETS = re.compile(r"\([^)]{0,40}\)")
 
 
 def _specials(text: str) -> dict[str, bool]:
@@ -596,6 +731,11 @@ def analyse(email: EmailFacts) -> Analysis:
             "body": _specials((email.text or "")[:BODY_CHARS]),
             "meta": _meta(email),
         }
+        # The writer speaks as "I" (in the languages that say the pronoun), twice or more.
+        said = _FIRST_PERSON.__contains__
+        specials["meta"]["<first_person>"] = (
+            sum(sum(map(said, sent.tokens)) for sent in fields["body"]) >= 2
+        )
         hits = _hits(fields, specials)
         raw, adjusted, contributions = _score_concepts(hits)
         meta = tuple(sorted(f"sig_{k[1:-1]}" for k, v in specials["meta"].items() if v))

@@ -10,7 +10,7 @@ import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from labels.classifier import builtin
-from labels.classifier.base import EmailFacts, Example, Verdict
+from labels.classifier.base import EmailFacts, Example, Verdict, signals_of
 from labels.classifier.builtin import BuiltinBackend
 from tests.labels.evaluate import load_emails, load_questions, score, split_examples
 
@@ -455,3 +455,92 @@ def test_all_dev_sets_accuracy(key: str) -> None:
     examples, rest = split_examples(rows, key)
     few, errors = score(backend, QUESTIONS[key], key, rest, examples)
     assert few.accuracy >= 0.95, errors
+
+
+# -- written by a person: the letter's shape and the list headers (issue 31) --------------------
+
+PERSON = "Is this a message written by a person (personal or work), not sent by a system?"
+
+
+def test_a_letter_from_a_business_address_is_a_persons() -> None:
+    """Without headers, a letter that greets the reader by name and closes with its writer's
+    name is a person's, even from a firm's address and about a quote; the same notice that greets
+    nobody in particular and closes with the firm's team is a system's."""
+    letter = mail(
+        "Angebot Badsanierung",
+        "Sehr geehrter Herr Lindner,\n\nwie am Telefon besprochen sende ich Ihnen anbei unser "
+        "Angebot für die Sanierung Ihres Badezimmers. Ich habe die Fliesen aus dem Muster "
+        "eingeplant, das Ihnen gefallen hat.\n\nMit freundlichen Grüßen\nMartin Vogel",
+        sender="info@vogel-fliesen.example",
+        name="Vogel Fliesen GmbH",
+    )
+    notice = mail(
+        "Ihr Angebot",
+        "Sehr geehrte Kundin, sehr geehrter Kunde,\n\nanbei erhalten Sie Ihr Angebot für die "
+        "Sanierung Ihres Badezimmers.\n\nMit freundlichen Grüßen\nIhr Vogel Fliesen Team",
+        sender="info@vogel-fliesen.example",
+        name="Vogel Fliesen GmbH",
+    )
+    assert ask(PERSON, letter).answer is True
+    assert ask(PERSON, notice).answer is False
+    assert ask("Is this an automated email?", notice).answer is True
+
+
+def test_a_close_with_a_name_is_a_persons_and_one_with_a_brand_or_a_label_is_not() -> None:
+    meta = builtin._meta
+    signed = mail("x", "Hola Lucía:\n\nTe paso los horarios.\n\nUn abrazo,\nPablo Ortega")
+    assert meta(signed)["<signoff>"] and meta(signed)["<letter>"]
+    family = mail("x", "Dear Tom,\n\nI have posted your present, I hope it fits.\n\nYour mum")
+    assert meta(family)["<letter>"] and meta(family)["<closing>"]
+    for close in ("The Brewly crew", "Courier: Teo", "Gute Fahrt!", "Unsubscribe", "De Winkel"):
+        notice = mail("x", f"Hi Tom,\n\nYour order is on its way.\n\n{close}")
+        assert not meta(notice)["<letter>"], close
+    brand = mail("x", "Dear Ms Hale,\n\nYour policy renews on 1 May.\n\nHalden Insurance")
+    brand = EmailFacts("billing@haldeninsurance.example", "Halden", "x", brand.text)
+    assert not meta(brand)["<letter>"]
+
+
+def test_a_senders_name_with_a_role_in_it_is_no_persons() -> None:
+    team = mail(
+        "Pick a delivery slot",
+        "Hi Ben,\n\nYour table is at our depot. Pick a slot for delivery.\n\nDelivery Team",
+        sender="delivery@oakhome.example",
+        name="Oakhome Delivery Team",
+    )
+    assert not builtin._meta(team)["<named>"]
+    assert not builtin._meta(team)["<signed>"]
+
+
+def test_an_auto_reply_is_automated() -> None:
+    away = mail(
+        "Automatic reply: budget review",
+        "Thank you for your message. I am out of the office until 3 June and will reply when I "
+        "am back.\n\nBest regards,\nNora Lind",
+        sender="nora.lind@fjord.example",
+        name="Nora Lind",
+    )
+    assert ask(PERSON, away).answer is False
+
+
+def test_precedence_list_is_the_list_signal_and_a_list_post_a_persons() -> None:
+    """A list server marks its posts "Precedence: list": the same fact as List-Id (a person may
+    write through it), not bulk mail."""
+    assert signals_of([["Precedence", "list"]], has_text=False) == {"list"}
+    assert signals_of([["Precedence", "bulk"]], has_text=False) == {"bulk"}
+    post = EmailFacts(
+        from_address="infra@lists.example.org",
+        from_name="Ola Berg",
+        subject="Re: [infra] moving the runners",
+        text="I'd wait until the new disks arrive; I can do the move on Thursday.\n\nOla\n\n"
+        "On Mon, Kim wrote:\n> Shall we move the runners this week?",
+        signals=signals_of(
+            [
+                ["List-Id", "<infra.lists.example.org>"],
+                ["List-Unsubscribe", "<mailto:infra-leave@lists.example.org>"],
+                ["Precedence", "list"],
+                ["User-Agent", "Mozilla Thunderbird 128.0"],
+            ],
+            in_reply_to="<k@example.org>",
+        ),
+    )
+    assert ask(PERSON, post).answer is True
