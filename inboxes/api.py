@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from apikeys.audit import actor_of
 from config.api.errors import FeatureDisabled, LimitReached
-from config.api.pagination import page_body, page_response
+from config.api.pagination import page_body, page_response, page_values
 from config.api.query import parse_query
 from config.api.schema import DeletedOut, link, page_of
 from inboxes import selectors, services
@@ -25,6 +25,7 @@ from inboxes.serializers import (
     SmtpCredentialCreateIn,
     SmtpCredentialListQuery,
     SmtpCredentialOut,
+    inbox_rows_out,
 )
 
 _NEW_INBOX = "$response.body#/id"
@@ -116,7 +117,7 @@ class InboxesApi(APIView):
             agent=query.get("agent", ""),
             include_expired=query["include_expired"],
         )
-        return page_response(rows, query, InboxOut)
+        return page_values(rows, query, selectors.INBOX_COLUMNS, inbox_rows_out)
 
     @extend_schema(
         operation_id="createInbox",

@@ -10,7 +10,8 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from apikeys import tokens
@@ -132,6 +133,38 @@ def inbox_list(
                 params=[tag],
             )
     return queryset
+
+
+def _as_text(name: str) -> Cast:
+    return Cast(name, TextField())
+
+
+# A page of GET /inboxes as tuples (config.api.pagination.page_values; rendered by
+# inboxes.serializers.inbox_rows_out): JSON columns as their text, so that the page's four JSON
+# columns per inbox are decoded by orjson rather than each by JSONField's converter.
+INBOX_COLUMNS = (
+    "id",
+    "address",
+    "local_part",
+    "domain",
+    "name",
+    "agent_name",
+    _as_text("tags"),
+    "ttl_minutes",
+    "expires_at",
+    "max_emails",
+    "overflow",
+    _as_text("allow_senders"),
+    _as_text("block_senders"),
+    "forward_to",
+    _as_text("smtp_faults"),
+    "injected_faults",
+    "email_count",
+    "unread_count",
+    "last_email_at",
+    "created_at",
+    "updated_at",
+)
 
 
 def inbox_search(workspace: Workspace, *, q: str = "", status: str = "active") -> QuerySet[Inbox]:

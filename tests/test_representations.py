@@ -18,9 +18,11 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 
 from apikeys.models import Workspace
+from config.api.pagination import page_values
 from config.api.renderers import JsonRenderer
 from inboxes.models import Inbox
-from inboxes.serializers import InboxOut
+from inboxes.selectors import INBOX_COLUMNS, inbox_list
+from inboxes.serializers import InboxOut, inbox_rows_out
 from labels.models import EmailLabel, Label
 from mail.models import Email
 from mail.pipeline import receive_one
@@ -52,7 +54,7 @@ def test_inbox_out_is_drfs_output(workspace: Workspace) -> None:
             domain="x.test",
             name="Signup — tests\u2028",
             agent_name="ci-bot",
-            tags=["a", "b"],
+            tags=["a", "b", 'ünï \u2028 "q"'],
             ttl_minutes=60,
             expires_at=now + timedelta(minutes=60),
             max_emails=10,
@@ -97,6 +99,15 @@ def test_inbox_out_is_drfs_output(workspace: Workspace) -> None:
     assert len(rows) == 3
     page = InboxOut(list(Inbox.objects.filter(workspace=workspace)), many=True).data
     assert [generic(InboxOut(), r) for r in Inbox.objects.filter(workspace=workspace)] == page
+    # GET /inboxes reads its page as tuples (JSON columns as text) and writes InboxOut from them.
+    listed = page_values(
+        inbox_list(workspace, include_expired=True), {"limit": 50}, INBOX_COLUMNS, inbox_rows_out
+    ).data["data"]
+    slow = [
+        generic(InboxOut(), r) for r in Inbox.objects.filter(workspace=workspace).order_by("-pk")
+    ]
+    assert [list(r.items()) for r in listed] == [list(r.items()) for r in slow]
+    assert JsonRenderer().render(listed) == JSONRenderer().render(slow)
 
 
 def test_email_out_is_drfs_output(workspace: Workspace) -> None:

@@ -50,6 +50,33 @@ def paginate(
     return rows, None
 
 
+def page_values(
+    queryset: QuerySet[M],
+    query: Mapping[str, Any],
+    columns: Sequence[Any],
+    render: Callable[[list[tuple]], list[dict[str, Any]]],
+) -> Response:
+    """The page that ``query`` asks for, read as tuples of ``columns`` (names or expressions,
+    the primary key first) and rendered by ``render`` — no model instance per row. For the hot
+    lists, whose ``render`` is the serializer's output written from the tuple (held equal to it
+    by tests/test_representations.py)."""
+    queryset = queryset.order_by("-pk")
+    cursor = query.get("cursor")
+    if cursor:
+        queryset = queryset.filter(pk__lt=decode_cursor(cursor))
+    expressions = {f"_c{i}": c for i, c in enumerate(columns) if not isinstance(c, str)}
+    if expressions:
+        queryset = queryset.annotate(**expressions)
+    order = [c if isinstance(c, str) else f"_c{i}" for i, c in enumerate(columns)]
+    limit = query["limit"]
+    rows = list(queryset.values_list(*order)[: limit + 1])
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = encode_cursor(str(rows[-1][0]))
+    return Response(page_body(render(rows), next_cursor))
+
+
 def page_body(data: list, next_cursor: str | None) -> dict:
     return {"data": data, "next_cursor": next_cursor}
 
