@@ -26,7 +26,7 @@ from inboxes.serializers import InboxOut, inbox_rows_out
 from labels.models import EmailLabel, Label
 from mail.models import Email
 from mail.pipeline import receive_one
-from mail.serializers import EmailOut, EmailSummaryOut
+from mail.serializers import EmailOut, EmailSummaryOut, email_record_out
 from tests.mail.messages import PNG, message
 
 
@@ -112,7 +112,7 @@ def test_inbox_out_is_drfs_output(workspace: Workspace) -> None:
 
 def test_email_out_is_drfs_output(workspace: Workspace) -> None:
     from inboxes.services import inbox_create
-    from mail.selectors import email_get, email_list
+    from mail.selectors import email_get, email_list, email_record
 
     inbox = inbox_create(workspace=workspace, local_part="repr", ttl_minutes=None)
     raw = message(
@@ -122,7 +122,7 @@ def test_email_out_is_drfs_output(workspace: Workspace) -> None:
         subject="Your code is 123456",
         text="Your code is 123456. Verify: https://service.example/verify?t=abc",
         html="<p>Your code is <b>123456</b></p>",
-        attachments=[("a.png", "image/png", PNG)],
+        attachments=[("a.png", "image/png", PNG), ("notes \u2028.txt", "text/plain", b"hi")],
         headers={"Cc": "Copy <copy@example.org>", "Reply-To": "reply@example.org"},
     )
     delivery = receive_one(raw, to=inbox.address)
@@ -131,8 +131,21 @@ def test_email_out_is_drfs_output(workspace: Workspace) -> None:
     EmailLabel.objects.create(
         email_id=delivery.email_id, label=label, key="otp", source="manual", confidence=0.875
     )
+    other = Label.objects.create(workspace=workspace, key="odd", name="Odd")
+    EmailLabel.objects.create(
+        email_id=delivery.email_id,
+        label=other,
+        key="odd",
+        source="classifier",
+        confidence=0.1 + 0.2,
+    )
     for email_id in (delivery.email_id, bare.email_id):
         same(EmailOut, email_get(workspace, email_id))
+        # getEmail reads the email, its labels and attachments in one statement (PostgreSQL).
+        record = email_record_out(email_record(workspace, email_id))
+        slow = generic(EmailOut(), email_get(workspace, email_id))
+        assert list(record.items()) == list(slow.items())
+        assert JsonRenderer().render(record) == JSONRenderer().render(slow)
     for email in email_list(workspace):
         same(EmailSummaryOut, email)
     assert Email.objects.filter(workspace=workspace).count() == 2
