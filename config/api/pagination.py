@@ -50,26 +50,19 @@ def paginate(
     return rows, None
 
 
-def page_values(
-    queryset: QuerySet[M],
-    query: Mapping[str, Any],
-    columns: Sequence[Any],
-    render: Callable[[list[tuple]], list[dict[str, Any]]],
-) -> Response:
-    """The page that ``query`` asks for, read as tuples of ``columns`` (names or expressions,
-    the primary key first) and rendered by ``render`` — no model instance per row. For the hot
-    lists, whose ``render`` is the serializer's output written from the tuple (held equal to it
-    by tests/test_representations.py)."""
-    queryset = queryset.order_by("-pk")
+def cursor_id(query: Mapping[str, Any]) -> str | None:
+    """The id a page of ``query`` starts after (its ``cursor`` decoded), or None."""
     cursor = query.get("cursor")
-    if cursor:
-        queryset = queryset.filter(pk__lt=decode_cursor(cursor))
-    expressions = {f"_c{i}": c for i, c in enumerate(columns) if not isinstance(c, str)}
-    if expressions:
-        queryset = queryset.annotate(**expressions)
-    order = [c if isinstance(c, str) else f"_c{i}" for i, c in enumerate(columns)]
-    limit = query["limit"]
-    rows = list(queryset.values_list(*order)[: limit + 1])
+    return decode_cursor(cursor) if cursor else None
+
+
+def rows_page(
+    rows: list[tuple], limit: int, render: Callable[[list[tuple]], list[dict[str, Any]]]
+) -> Response:
+    """A page of rows read as tuples (the primary key first, newest first, ``limit + 1`` of
+    them asked for), rendered by ``render`` — no model instance per row. For the hot lists,
+    whose ``render`` writes the serializer's output from the tuple (held equal to it by
+    tests/test_representations.py)."""
     next_cursor = None
     if len(rows) > limit:
         rows = rows[:limit]
