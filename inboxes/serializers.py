@@ -352,7 +352,9 @@ class InboxOut(serializers.Serializer):
 
 def inbox_rows_out(rows: list[tuple]) -> list[dict[str, Any]]:
     """``InboxOut`` of rows read as ``selectors.INBOX_COLUMNS`` (JSON columns as text, decoded
-    here by orjson): a page of inboxes without a model instance per row."""
+    here by orjson): a page of inboxes without a model instance per row. The text and integer
+    columns are written as read: ``text``/``integer`` of a ``str``/``int`` (or None) column is
+    the value itself; the JSON lists still go through ``texts``, as DRF's ListField would."""
     now = timezone.now()
     out = []
     for (
@@ -381,26 +383,26 @@ def inbox_rows_out(rows: list[tuple]) -> list[dict[str, Any]]:
         faults = _json(smtp_faults)
         out.append(
             {
-                "id": text(pk),
-                "address": text(address),
-                "local_part": text(local_part),
-                "domain": text(domain),
-                "name": text(name),
-                "agent_name": text(agent_name),
+                "id": pk,
+                "address": address,
+                "local_part": local_part,
+                "domain": domain,
+                "name": name,
+                "agent_name": agent_name,
                 "tags": texts(_json(tags)),
                 "status": "expired" if expires_at is not None and expires_at <= now else "active",
                 "permanent": expires_at is None,
-                "ttl_minutes": integer(ttl_minutes),
+                "ttl_minutes": ttl_minutes,
                 "expires_at": dt(expires_at),
-                "max_emails": integer(max_emails),
+                "max_emails": max_emails,
                 "overflow": overflow,
                 "allow_senders": texts(_json(allow_senders)),
                 "block_senders": texts(_json(block_senders)),
-                "forward_to": text(forward_to),
+                "forward_to": forward_to,
                 "smtp_faults": None if faults is None else [smtp_fault(f) for f in faults],
-                "injected_faults": integer(injected_faults),
-                "email_count": integer(email_count),
-                "unread_count": integer(unread_count),
+                "injected_faults": injected_faults,
+                "email_count": email_count,
+                "unread_count": unread_count,
                 "last_email_at": dt(last_email_at),
                 "created_at": dt(created_at),
                 "updated_at": dt(updated_at),
