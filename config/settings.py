@@ -243,6 +243,16 @@ MAX_MESSAGE_BYTES = env.int("MAX_MESSAGE_BYTES", default=26_214_400)
 # DNS_RESOLVER: host:port of the nameserver asked ("" = the system's resolver).
 DNS_RESOLVER = env.str("DNS_RESOLVER", default="")
 DNS_TIMEOUT = env.float("DNS_TIMEOUT", default=3.0)  # seconds one TXT lookup may take in all
+# Authentication verdicts (SPF, DKIM, DMARC, ARC) of every message received over SMTP
+# (mail/authentication): checked by the SMTP server between the end of DATA and the batch's
+# commit, its DNS through DNS_RESOLVER with a cache. MAIL_AUTH_BUDGET bounds all of one
+# message's lookups together (seconds); MAIL_AUTH_DNS_TIMEOUT one lookup. Off: no verdict (null).
+MAIL_AUTH_CHECKS = env.bool("MAIL_AUTH_CHECKS", default=True)
+MAIL_AUTH_BUDGET = env.float("MAIL_AUTH_BUDGET", default=2.0)
+MAIL_AUTH_DNS_TIMEOUT = env.float("MAIL_AUTH_DNS_TIMEOUT", default=1.0)
+# DKIM and ARC hash the whole body in the SMTP server's process, holding its interpreter: a message
+# larger than this has its signatures listed but not verified (neutral).
+MAIL_AUTH_MAX_BYTES = env.int("MAIL_AUTH_MAX_BYTES", default=1_048_576)
 DOMAIN_RECHECK_MINUTES = env.int("DOMAIN_RECHECK_MINUTES", default=60)  # periodic re-check
 # A verified domain whose record is missing this many checks in a row becomes unverified.
 DOMAIN_UNVERIFY_AFTER = env.int("DOMAIN_UNVERIFY_AFTER", default=3)

@@ -60,7 +60,9 @@ class LabelForm(forms.Form):
         required=False,
         strip=True,
         help_text="Leave empty for no rule. Fields: from, to, subject, text, html, body, "
-        "header (with name), attachment_name, has_attachments. Operators: contains, equals, "
+        "header (with name), attachment_name, has_attachments, and the authentication "
+        "results auth.spf, auth.dkim, auth.dmarc, auth.arc (pass, fail, none …). Operators: "
+        "contains, equals, "
         'starts_with, ends_with, regex, domain, exists; add "negate": true to invert a '
         "condition. Matching ignores case.",
         widget=forms.Textarea(

@@ -2,18 +2,20 @@
 
 A rules object is ``{"match": "any" | "all", "conditions": [{"field", "op", "value", "name",
 "negate"}]}``. Fields: from, to, subject, text, html, body (text or html), header (the header
-called ``name``), attachment_name, has_attachments. Operators: contains, equals, starts_with,
-ends_with, regex, domain, exists. Matching is case-insensitive; ``{}`` or no conditions never
-matches. Regular expressions go through the one bounded matcher, ``config.patterns``: a time
-limit per search, an input cap, and a budget for all the searches of one evaluation (one email's
-rules, however many labels and conditions it has), so a catastrophic pattern cannot stall
-ingestion; a timed-out condition does not match, and the notes say so.
+called ``name``), attachment_name, has_attachments, and the authentication verdicts
+``auth.spf``, ``auth.dkim`` (each signature's result, ``none`` when unsigned), ``auth.dmarc``,
+``auth.arc`` (``pass``, ``fail`` …; no value when the email was not checked). Operators:
+contains, equals, starts_with, ends_with, regex, domain, exists. Matching is case-insensitive;
+``{}`` or no conditions never matches. Regular expressions go through the one bounded matcher,
+``config.patterns``: a time limit per search, an input cap, and a budget for all the searches of
+one evaluation (one email's rules, however many labels and conditions it has), so a catastrophic
+pattern cannot stall ingestion; a timed-out condition does not match, and the notes say so.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +37,10 @@ FIELDS = (
     "header",
     "attachment_name",
     "has_attachments",
+    "auth.spf",
+    "auth.dkim",
+    "auth.dmarc",
+    "auth.arc",
 )
 OPS = ("contains", "equals", "starts_with", "ends_with", "regex", "domain", "exists")
 MAX_CONDITIONS = 50
@@ -55,6 +61,9 @@ class Facts:
     html: str = ""
     headers: Sequence[tuple[str, str]] = ()
     attachment_names: Sequence[str] = ()
+    # Mechanism ("spf", "dkim", "dmarc", "arc") -> its results (dkim: one per signature, or
+    # "none"); empty when the email was not checked (mail.authentication.results).
+    authentication: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -153,6 +162,8 @@ def _values(facts: Facts, fld: str, name: str) -> list[str]:
         return [value for key, value in facts.headers if key.lower() == wanted]
     if fld == "attachment_name":
         return list(facts.attachment_names)
+    if fld.startswith("auth."):
+        return list(facts.authentication.get(fld.removeprefix("auth."), ()))
     return []
 
 

@@ -55,7 +55,10 @@ class _LabelFieldsIn(JsonIn):
         default=dict,
         help_text='{"match": "any"|"all", "conditions": [{"field", "op", "value", "name", '
         '"negate"}]}; fields from, to, subject, text, html, body, header, attachment_name, '
-        "has_attachments; ops contains, equals, starts_with, ends_with, regex, domain, exists.",
+        "has_attachments, and the authentication verdicts auth.spf, auth.dkim, auth.dmarc, "
+        "auth.arc (their results: pass, fail, softfail, neutral, none, temperror, permerror; "
+        "auth.dkim: each signature's, none when unsigned); ops contains, equals, starts_with, "
+        "ends_with, regex, domain, exists.",
     )
     enabled = serializers.BooleanField(default=True)
 

@@ -62,6 +62,9 @@ class Email(models.Model):
     extracted = models.JSONField(default=dict)
     defects = models.JSONField(default=list)
     has_attachments = models.BooleanField(default=False)
+    # SPF, DKIM, DMARC and ARC verdicts (mail.authentication.check); null when not checked
+    # (MAIL_AUTH_CHECKS off, or not received over SMTP).
+    authentication = models.JSONField(null=True, blank=True, default=None)
     read = models.BooleanField(default=False)
     starred = models.BooleanField(default=False)
     received_at = models.DateTimeField()

@@ -41,6 +41,7 @@ from labels import selectors as label_selectors
 from labels import services as label_services
 from labels.models import EmailLabel, Label
 from mail import selectors as mail_selectors
+from mail.authentication import results as authentication_results
 from mail.message.extraction import extract
 from mail.message.htmltext import make_preview
 from mail.message.parsing import Address, ParsedAttachment, ParsedMessage, parse_message
@@ -208,11 +209,12 @@ def email_event_data(inbox: Inbox, email: Email, labels: list[dict]) -> dict:
                 "link": email.extracted.get("link"),
             },
             "received_at": iso(email.received_at),
+            "authentication": email.authentication,
         },
     }
 
 
-def _rule_facts(digest: Digest) -> rules.Facts:
+def _rule_facts(digest: Digest, authentication: dict | None) -> rules.Facts:
     parsed = digest.parsed
     return rules.Facts(
         from_address=parsed.from_.address if parsed.from_ else "",
@@ -223,6 +225,7 @@ def _rule_facts(digest: Digest) -> rules.Facts:
         html=parsed.html,
         headers=parsed.headers,
         attachment_names=[a.filename for a in parsed.attachments if a.filename],
+        authentication=authentication_results(authentication),
     )
 
 
@@ -267,6 +270,12 @@ class Incoming:
     admitted: Mapping[str, str] | None = None
     # The message parsed and extracted already (digested()), else receive_many() does it.
     digest: Digest | None = None
+    # The SMTP session's client address and HELO name, and the message's SPF, DKIM, DMARC and
+    # ARC verdicts (mail.authentication.check, run by the smtpd before the batch); None: not
+    # checked (MAIL_AUTH_CHECKS off, or not received over SMTP).
+    client_ip: str = ""
+    helo: str = ""
+    authentication: dict | None = None
     # Sent in a session authenticated with this sandbox SMTP credential (an id): the message is
     # stored once, in the credential's inbox, for every recipient, whatever their addresses.
     credential: str | None = None
@@ -473,11 +482,12 @@ class _Batch:
         enabled: list[Label],
     ) -> _Copy:
         email = _email(inbox, digest, message.mail_from, recipient)
+        email.authentication = message.authentication
         classify = inbox.workspace.classifier_enabled and any(x.instructions for x in enabled)
         # Announced in this very transaction unless the classifier is to answer first.
         email.announced_at = None if classify else timezone.now()
         labels = label_services.rule_labels(
-            email_id=email.pk, facts=_rule_facts(digest), labels=enabled
+            email_id=email.pk, facts=_rule_facts(digest, message.authentication), labels=enabled
         )
         copy = _Copy(inbox, email, digest, labels, classify)
         self.copies.append(copy)

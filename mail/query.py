@@ -8,7 +8,7 @@ Grammar (white space separates terms; everything is ANDed; there is no OR and no
     term     = [ "-" ] ( operator | text )          ; "-" negates the term
     operator = name ":" value                       ; name is case-insensitive
     name     = "from" | "to" | "subject" | "label" | "inbox" | "header"
-             | "has" | "is" | "before" | "after"
+             | "has" | "is" | "before" | "after" | "spf" | "dkim" | "dmarc" | "arc"
     value    = phrase | word
     text     = phrase | word
     phrase   = '"' { any character but '"' } '"'    ; a quoted phrase, searched as written
@@ -22,6 +22,9 @@ Grammar (white space separates terms; everything is ANDed; there is no OR and no
   address of the workspace. ``header:Name=value``: a header of that name (case-insensitive) whose
   value is ``value`` (case-insensitive, whole value); ``header:Name`` alone: the header is present.
 - ``has:attachment``, ``has:code``, ``has:link``; ``is:read``, ``is:unread``, ``is:starred``.
+- ``spf:``, ``dkim:``, ``dmarc:``, ``arc:`` a result of that mechanism's verdict
+  (``dmarc:fail``, ``spf:softfail``): ``dkim:`` matches when any signature has that result,
+  ``dkim:none`` when there is no signature; an email that was not checked matches none of them.
 - ``before:`` and ``after:`` a date (``2026-11-27``, its midnight UTC) or an ISO 8601 date-time
   (``2026-11-27T08:30:00Z``; no offset means UTC): ``before:`` is received strictly before that
   instant, ``after:`` at or after it.
@@ -29,9 +32,9 @@ Grammar (white space separates terms; everything is ANDed; there is no OR and no
   is a plain word. Nothing is a pattern: no regular expression, no wildcard.
 
 A malformed query raises :class:`QueryError` with the offending term and its 0-based character
-position: an unterminated quote, an empty phrase or operator value, an unknown ``has:`` or
-``is:`` value, a date that is not one, a ``header:`` without a name, a lone ``-``, more than
-:data:`MAX_TERMS` terms.
+position: an unterminated quote, an empty phrase or operator value, an unknown ``has:``,
+``is:`` or authentication result value, a date that is not one, a ``header:`` without a name,
+a lone ``-``, more than :data:`MAX_TERMS` terms.
 """
 
 from __future__ import annotations
@@ -41,8 +44,17 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 MAX_TERMS = 20
+# The authentication verdicts (mail.authentication): the results each mechanism may give, plus
+# "none" for dkim (no signature).
+AUTH_OPERATORS: dict[str, frozenset[str]] = {
+    "spf": frozenset({"pass", "fail", "softfail", "neutral", "none", "temperror", "permerror"}),
+    "dkim": frozenset({"pass", "fail", "neutral", "none", "temperror", "permerror"}),
+    "dmarc": frozenset({"pass", "fail", "none", "temperror", "permerror"}),
+    "arc": frozenset({"pass", "fail", "none", "neutral", "temperror"}),
+}
 OPERATORS = frozenset(
     {"from", "to", "subject", "label", "inbox", "header", "has", "is", "before", "after"}
+    | set(AUTH_OPERATORS)
 )
 HAS_VALUES = frozenset({"attachment", "code", "link"})
 IS_VALUES = frozenset({"read", "unread", "starred"})
@@ -180,6 +192,10 @@ def _operator(name: str, value: str, quoted: bool, negated: bool, start: int, so
     if name == "is":
         if value.lower() not in IS_VALUES:
             raise fail(f"is: takes one of {', '.join(sorted(IS_VALUES))}.")
+        return Term(name, value.lower(), negated, start, source)
+    if name in AUTH_OPERATORS:
+        if value.lower() not in AUTH_OPERATORS[name]:
+            raise fail(f"{name}: takes one of {', '.join(sorted(AUTH_OPERATORS[name]))}.")
         return Term(name, value.lower(), negated, start, source)
     if name in ("before", "after"):
         when = _instant(value, term=source, position=start)

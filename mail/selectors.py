@@ -37,11 +37,12 @@ from labels import rules as rules_engine
 from labels.classifier.base import EmailFacts, facts_of
 from labels.exceptions import UnknownLabel
 from labels.models import EmailLabel, Label
+from mail.authentication import results as authentication_results
 from mail.exceptions import AttachmentNotFound, EmailNotFound
 from mail.message import mbox
 from mail.message.parsing import decode_part
 from mail.models import Attachment, Email, RawMessage
-from mail.query import QueryError, Term, parse
+from mail.query import AUTH_OPERATORS, QueryError, Term, parse
 
 LIST_FIELDS = (
     "id",
@@ -126,6 +127,42 @@ class HeaderMatches(Func):
         )
 
 
+class AuthResult(Func):
+    """True where the email's ``authentication`` verdict has ``mechanism`` with ``result``:
+    ``spf``, ``dmarc`` and ``arc`` their one result; ``dkim`` any signature's, ``none`` no
+    signature at all. An email that was not checked (null) matches nothing."""
+
+    output_field = BooleanField()
+
+    def __init__(self, mechanism: str, result: str) -> None:
+        super().__init__(F("authentication"))
+        self.mechanism, self.result = mechanism, result
+
+    def _sql(self, compiler: Any, one: str, each: str, count: str) -> tuple[str, list]:
+        column, params = compiler.compile(self.source_expressions[0])
+        if self.mechanism != "dkim":
+            return f"({one.format(column)}) = %s", [*params, self.mechanism, self.result]
+        if self.result == "none":
+            return f"{count.format(column)} = 0", list(params)
+        return f"EXISTS (SELECT 1 FROM {each.format(column)} = %s)", [*params, self.result]
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        return self._sql(
+            compiler,
+            "{}->%s->>'result'",
+            "jsonb_array_elements({}->'dkim') d WHERE d->>'result'",
+            "jsonb_array_length({}->'dkim')",
+        )
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list]:
+        return self._sql(
+            compiler,
+            "json_extract({}, '$.' || %s || '.result')",
+            "json_each({}, '$.dkim') d WHERE json_extract(d.value, '$.result')",
+            "json_array_length({}, '$.dkim')",
+        )
+
+
 def _invalid(term: Term | QueryError, message: str) -> ValidationFailed:
     """The 400 validation_error of a malformed ``q``: the issue names the term and where."""
     source = term.source if isinstance(term, Term) else term.term
@@ -168,6 +205,8 @@ def _term_filter(workspace: Workspace, term: Term) -> Q:
         return Q(extracted__has_key=key) & ~Q(**{f"extracted__{key}": None})
     if term.field == "is":
         return Q(starred=True) if value == "starred" else Q(read=value == "read")
+    if term.field in AUTH_OPERATORS:
+        return Q(AuthResult(term.field, value))
     if term.field == "before":
         return Q(received_at__lt=term.when)
     return Q(received_at__gte=term.when)  # after
@@ -496,6 +535,7 @@ def stored_email_facts(
         html=email.html,
         headers=[tuple(h) for h in email.headers],
         attachment_names=names,
+        authentication=authentication_results(email.authentication),
     )
     return rule_facts, facts_of(email)
 

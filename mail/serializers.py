@@ -19,7 +19,9 @@ Q_HELP = (
     "plus tag included, or a To address), `subject:` (substrings, case-insensitive), "
     "`label:key`, `inbox:` (id or address), `header:Name=value` (whole value, "
     "case-insensitive; `header:Name` alone: present), `has:attachment`, `has:code`, "
-    "`has:link`, `is:read`, `is:unread`, `is:starred`, `before:` and `after:` (a date, "
+    "`has:link`, `is:read`, `is:unread`, `is:starred`, `spf:`, `dkim:`, `dmarc:`, `arc:` (a "
+    "result of that verification, e.g. `dmarc:fail`; `dkim:` any signature's, `dkim:none` "
+    "unsigned), `before:` and `after:` (a date, "
     "`2026-11-27` = its midnight UTC, or an ISO 8601 date-time; `before:` strictly earlier, "
     '`after:` at or after). An operator\'s value may be quoted (`subject:"your code"`). `-` '
     "before any term negates it (`-from:bank`). A word whose part before its colon is no "
@@ -118,6 +120,93 @@ class AttachmentOut(serializers.Serializer):
     inline = serializers.BooleanField()
 
 
+_REASON = "Why, in words (the library's explanation; empty when it passed)."
+
+
+class AuthSpfOut(serializers.Serializer):
+    result = serializers.ChoiceField(
+        choices=["pass", "fail", "softfail", "neutral", "none", "temperror", "permerror"]
+    )
+    domain = serializers.CharField(
+        help_text="The domain checked: the envelope sender's, or the HELO name's when the "
+        "envelope sender is empty (a bounce)."
+    )
+    identity = serializers.ChoiceField(
+        choices=["mailfrom", "helo"], help_text="Which identity was checked."
+    )
+    client_ip = serializers.CharField(help_text="The SMTP client's address.")
+    reason = serializers.CharField(help_text=_REASON)
+
+
+class AuthDkimOut(serializers.Serializer):
+    result = serializers.ChoiceField(choices=["pass", "fail", "neutral", "temperror", "permerror"])
+    domain = serializers.CharField(help_text="The signing domain (d=).")
+    selector = serializers.CharField(help_text="The selector (s=).")
+    reason = serializers.CharField(
+        help_text=f"{_REASON} `permerror`: no key or a malformed signature; `fail`: the body "
+        "or the signed headers were altered, or the key does not match; `neutral`: not "
+        "verified, the message is over `MAIL_AUTH_MAX_BYTES`."
+    )
+
+
+class AuthDmarcOut(serializers.Serializer):
+    result = serializers.ChoiceField(choices=["pass", "fail", "none", "temperror", "permerror"])
+    domain = serializers.CharField(help_text="The From header's domain (empty: none).")
+    policy = serializers.ChoiceField(
+        choices=["none", "quarantine", "reject"],
+        allow_null=True,
+        help_text="The domain owner's policy for this domain (p=, or sp= from the "
+        "organisational domain's record); reported, never enforced: the message is stored.",
+    )
+    alignment = serializers.ListField(
+        child=serializers.ChoiceField(choices=["dkim", "spf"]),
+        help_text="The mechanisms that passed aligned with the From domain (either makes DMARC "
+        "pass).",
+    )
+    reason = serializers.CharField(help_text=_REASON)
+
+
+class AuthArcOut(serializers.Serializer):
+    result = serializers.ChoiceField(choices=["pass", "fail", "none", "neutral", "temperror"])
+    domain = serializers.CharField(help_text="The newest ARC-Seal's domain (d=), if any.")
+    instances = serializers.IntegerField(help_text="ARC sets in the chain.")
+    reason = serializers.CharField(help_text=_REASON)
+
+
+def _ordered(entry: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: entry.get(key) for key in keys}
+
+
+def authentication_out(verdict: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``authentication`` as :class:`AuthenticationOut` renders it, fields in its order (the
+    stored JSON's keys come back in PostgreSQL's jsonb order)."""
+    if verdict is None:
+        return None
+    return {
+        "spf": _ordered(verdict["spf"], ("result", "domain", "identity", "client_ip", "reason")),
+        "dkim": [_ordered(s, ("result", "domain", "selector", "reason")) for s in verdict["dkim"]],
+        "dmarc": _ordered(verdict["dmarc"], ("result", "domain", "policy", "alignment", "reason")),
+        "arc": _ordered(verdict["arc"], ("result", "domain", "instances", "reason")),
+    }
+
+
+class AuthenticationOut(serializers.Serializer):
+    spf = AuthSpfOut()
+    dkim = AuthDkimOut(
+        many=True, help_text="One per DKIM-Signature, topmost first; empty: unsigned."
+    )
+    dmarc = AuthDmarcOut()
+    arc = AuthArcOut()
+
+
+AUTHENTICATION_HELP = (
+    "SPF, DKIM, DMARC and ARC verdicts, checked when the message arrived over SMTP (DNS within "
+    "`MAIL_AUTH_BUDGET`; a lookup that could not be answered in time gives `temperror`). "
+    "Reported only: no verdict refuses mail. `null`: not checked (`MAIL_AUTH_CHECKS` off, or "
+    "the message did not arrive over SMTP). Not in list summaries; in `email.received`."
+)
+
+
 class _EmailBase(serializers.Serializer):
     id = serializers.CharField()
     inbox_id = serializers.CharField()
@@ -193,6 +282,7 @@ class EmailOut(_EmailBase):
     defects = serializers.ListField(
         child=serializers.CharField(), help_text="What could not be parsed, if anything."
     )
+    authentication = AuthenticationOut(allow_null=True, help_text=AUTHENTICATION_HELP)
     envelope_recipients = serializers.SerializerMethodField(
         help_text="The SMTP envelope recipients (RCPT TO) this email was stored for, as "
         "received: the recipients of the message whose address is this inbox's (plus tags "
@@ -275,6 +365,7 @@ def email_out(email: Any, labels: list[dict], attachments: list[tuple]) -> dict[
         "in_reply_to": text(email.in_reply_to),
         "references": texts(email.references),
         "defects": texts(email.defects),
+        "authentication": authentication_out(email.authentication),
         "envelope_recipients": envelope_recipients_of(email),
         "from": sender_of(email),
     }

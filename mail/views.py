@@ -202,8 +202,43 @@ def email_detail(request: HttpRequest, email_id: str) -> HttpResponse:
         "raw_text": raw[:RAW_PREVIEW_BYTES].decode("utf-8", "replace"),
         "raw_truncated": len(raw) > RAW_PREVIEW_BYTES,
         "attachments": list(email.attachments.all()),
+        "auth_badges": auth_badges(email.authentication),
     }
     return render(request, "mail/email.html", context)
+
+
+_TONES = {"pass": "ok", "fail": "danger", "permerror": "danger", "none": "muted"}
+
+
+def auth_badges(authentication: dict | None) -> list[dict[str, str]]:
+    """The email page's badges of its authentication verdict: one per mechanism (DKIM: per
+    signature), its result, and a title saying for which domain and why."""
+    if not authentication:
+        return []
+    badges = []
+
+    def badge(name: str, entry: dict, detail: str) -> None:
+        result = entry.get("result", "")
+        reason = entry.get("reason") or ""
+        title = "; ".join(part for part in (detail, reason) if part)
+        tone = _TONES.get(result, "warn")  # softfail, neutral, temperror
+        badges.append({"name": name, "result": result, "tone": tone, "title": title})
+
+    spf = authentication.get("spf") or {}
+    badge("SPF", spf, f"{spf.get('identity', '')} {spf.get('domain', '')}".strip())
+    signatures = authentication.get("dkim") or []
+    for signature in signatures:
+        detail = f"d={signature.get('domain', '')} s={signature.get('selector', '')}"
+        badge("DKIM", signature, detail)
+    if not signatures:
+        badge("DKIM", {"result": "none", "reason": "not signed"}, "")
+    dmarc = authentication.get("dmarc") or {}
+    policy = f"p={dmarc['policy']}" if dmarc.get("policy") else ""
+    aligned = "aligned: " + ", ".join(dmarc["alignment"]) if dmarc.get("alignment") else ""
+    badge("DMARC", dmarc, " ".join(p for p in (dmarc.get("domain", ""), policy, aligned) if p))
+    arc = authentication.get("arc") or {}
+    badge("ARC", arc, f"{arc.get('instances', 0)} set(s) {arc.get('domain', '')}".strip())
+    return badges
 
 
 @xframe_options_sameorigin

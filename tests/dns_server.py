@@ -28,6 +28,13 @@ if TYPE_CHECKING:
     from inboxes.models import Domain
 
 
+def _quoted(value: str) -> str:
+    """A TXT value in zone-file text: strings of at most 255 characters (a DKIM key is longer;
+    resolvers join them), each quoted."""
+    chunks = [value[i : i + 255] for i in range(0, len(value), 255)] or [""]
+    return " ".join('"' + c.replace("\\", "\\\\").replace('"', '\\"') + '"' for c in chunks)
+
+
 def _key(name: str) -> str:
     return name.lower().rstrip(".")
 
@@ -82,9 +89,7 @@ class DnsServer:
         elif name not in self.records:
             response.set_rcode(dns.rcode.NXDOMAIN)
         elif rdtype == dns.rdatatype.TXT and self.records[name]:
-            quoted = [
-                '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in self.records[name]
-            ]
+            quoted = [_quoted(v) for v in self.records[name]]
             response.answer.append(
                 dns.rrset.from_text_list(question.name, 60, dns.rdataclass.IN, "TXT", quoted)
             )

@@ -157,6 +157,30 @@ def test_email_out_is_drfs_output(workspace: Workspace) -> None:
         source="classifier",
         confidence=0.1 + 0.2,
     )
+    # An authentication verdict as the smtpd's checks store it (mail.authentication.check).
+    Email.objects.filter(pk=delivery.email_id).update(
+        authentication={
+            "spf": {
+                "result": "pass",
+                "domain": "service.example",
+                "identity": "mailfrom",
+                "client_ip": "192.0.2.1",
+                "reason": "sender SPF authorized",
+            },
+            "dkim": [
+                {"result": "pass", "domain": "service.example", "selector": "s1", "reason": ""},
+                {"result": "fail", "domain": "esp.example", "selector": "k", "reason": "x"},
+            ],
+            "dmarc": {
+                "result": "pass",
+                "domain": "service.example",
+                "policy": "reject",
+                "alignment": ["dkim", "spf"],
+                "reason": "",
+            },
+            "arc": {"result": "none", "domain": "", "instances": 0, "reason": ""},
+        }
+    )
     for email_id in (delivery.email_id, bare.email_id):
         same(EmailOut, email_get(workspace, email_id))
         # getEmail reads the email, its labels and attachments in one statement (PostgreSQL).

@@ -36,7 +36,62 @@ def _object(properties: dict[str, Any], description: str = "") -> dict[str, Any]
 _NULLABLE_STRING = {"type": ["string", "null"]}
 _TIMESTAMP = {"type": "string", "format": "date-time", "description": "ISO 8601, UTC."}
 
+_REASON = {"type": "string", "description": "Why, in words (empty when it passed)."}
+
 COMPONENTS: dict[str, dict[str, Any]] = {
+    "WebhookAuthentication": _object(
+        {
+            "spf": _object(
+                {
+                    "result": {
+                        "enum": [
+                            "pass",
+                            "fail",
+                            "softfail",
+                            "neutral",
+                            "none",
+                            "temperror",
+                            "permerror",
+                        ]
+                    },
+                    "domain": {"type": "string"},
+                    "identity": {"enum": ["mailfrom", "helo"]},
+                    "client_ip": {"type": "string"},
+                    "reason": _REASON,
+                }
+            ),
+            "dkim": {
+                "type": "array",
+                "description": "One per DKIM-Signature, topmost first; empty: unsigned.",
+                "items": _object(
+                    {
+                        "result": {"enum": ["pass", "fail", "neutral", "temperror", "permerror"]},
+                        "domain": {"type": "string"},
+                        "selector": {"type": "string"},
+                        "reason": _REASON,
+                    }
+                ),
+            },
+            "dmarc": _object(
+                {
+                    "result": {"enum": ["pass", "fail", "none", "temperror", "permerror"]},
+                    "domain": {"type": "string"},
+                    "policy": {"enum": ["none", "quarantine", "reject", None]},
+                    "alignment": {"type": "array", "items": {"enum": ["dkim", "spf"]}},
+                    "reason": _REASON,
+                }
+            ),
+            "arc": _object(
+                {
+                    "result": {"enum": ["pass", "fail", "none", "neutral", "temperror"]},
+                    "domain": {"type": "string"},
+                    "instances": {"type": "integer", "minimum": 0},
+                    "reason": _REASON,
+                }
+            ),
+        },
+        "SPF, DKIM, DMARC and ARC verdicts (as `authentication` in GET /emails/{id}).",
+    ),
     "WebhookInbox": _object(
         {
             "id": {"type": "string", "pattern": "^inb_"},
@@ -80,6 +135,12 @@ COMPONENTS: dict[str, dict[str, Any]] = {
                 "What extraction found (the full `extracted` object is in GET /emails/{id}).",
             ),
             "received_at": _TIMESTAMP,
+            "authentication": {
+                "oneOf": [_ref("WebhookAuthentication"), {"type": "null"}],
+                "description": "The SPF, DKIM, DMARC and ARC verdicts, checked before the email "
+                "was stored; null when not checked (MAIL_AUTH_CHECKS off, or not received over "
+                "SMTP).",
+            },
         },
         "A summary of the email; fetch the full record with GET /emails/{id}.",
     ),

@@ -22,6 +22,9 @@
   port may take implicit TLS (``SMTPS_PORT``); a handshake that fails closes that connection only.
 - Faults on demand (``mail.smtpd.faults``): an admitted inbox's ``smtp_faults`` rules may answer
   its RCPT or the DATA in place of the normal reply.
+- Authentication verdicts (``mail.smtpd.checks``): SPF, DKIM, DMARC and ARC of each message run
+  in a thread from the end of DATA, beside its digest, within ``MAIL_AUTH_BUDGET``; the verdict
+  joins the batch with the message.
 - SMTP AUTH with an inbox's sandbox credentials (``mail.smtpd.auth``): PLAIN and LOGIN, over TLS
   unless ``SMTP_AUTH_ALLOW_PLAINTEXT``; an authenticated session's RCPT admits any recipient and
   its message is stored once in the credential's inbox (``Incoming.credential``).
@@ -32,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import functools
 import logging
 import re
@@ -59,6 +63,7 @@ from mail.smtpd.auth import (
     AuthFailures,
     Sandbox,
 )
+from mail.smtpd.checks import AuthenticationChecks, peer_ip
 from mail.smtpd.faults import Fault, Faults, data_hold, hold
 from mail.smtpd.writer import BatchWriter, ThreadWriter, WriterLost
 
@@ -220,6 +225,7 @@ class Handler:
         self.protocol_state = SessionTemplate()  # every session after the first is set up from it
         self.implicit_tls_state = SessionTemplate()  # the same for sessions of the SMTPS port
         self.faults = Faults()
+        self.checks = AuthenticationChecks()
         # Not auth_*: aiosmtpd takes every auth_* attribute of the handler for an AUTH mechanism.
         self.login_failures = AuthFailures()
         # Read once: the EHLO of every session of this handler offers AUTH alike.
@@ -338,13 +344,18 @@ class Handler:
             mail_from=envelope.mail_from or "",
             rcpt_tos=rcpt_tos,
             admitted=getattr(envelope, "admitted", None),
+            client_ip=peer_ip(session),
+            helo=session.host_name or "",
             credential=sandbox.credential_id if sandbox is not None else None,
         )
+        verdict = self.checks.start(incoming)  # SPF, DKIM, DMARC, ARC: beside the digest
         if self.digest_in_session and len(incoming.raw) <= DIGEST_IN_SESSION_BYTES:
             try:
                 incoming = pipeline.digested(incoming)
             except Exception:  # never expected (parsing takes any bytes): the writer tries again
                 logger.exception("could not digest a message; the writer will")
+        if verdict is not None:
+            incoming = dataclasses.replace(incoming, authentication=await verdict)
         try:
             receipts = await self.group_commit.store(incoming)
         except Exception:

@@ -51,6 +51,12 @@ class UntrustedContent(BaseModel):
     )
     headers: list[dict[str, str]] | None = Field(None, description="On request (read_email).")
     attachment_names: list[str] | None = None
+    authentication_details: dict[str, Any] | None = Field(
+        None,
+        description="read_email: the full SPF/DKIM/DMARC/ARC verdict of the API's "
+        "`authentication` (domains, selectors and reasons come from the message and its "
+        "sender's DNS records).",
+    )
 
 
 class Truncation(BaseModel):
@@ -94,10 +100,27 @@ class EmailSummary(BaseModel):
     untrusted_content: UntrustedContent
 
 
+class Authentication(BaseModel):
+    """Our verdicts on the email (results only; the details are in untrusted_content)."""
+
+    spf: str | None = Field(None, description="pass, fail, softfail, neutral, none, temperror, …")
+    dkim: list[str] = Field([], description="One result per DKIM signature (empty: unsigned).")
+    dmarc: str | None = Field(None, description="pass, fail, none, temperror, permerror")
+    arc: str | None = Field(None, description="The ARC chain: pass, fail, none, …")
+
+
 class Email(EmailSummary):
     message_id: str = ""
     to: list[Address] = []
     cc: list[Address] = []
+    envelope_recipients: list[str] = Field(
+        [], description="Every envelope recipient it was stored for (sandbox mail: all of them)."
+    )
+    authentication: Authentication | None = Field(
+        None,
+        description="SPF, DKIM, DMARC and ARC results of the receiving server (null: not "
+        "checked, e.g. MAIL_AUTH_CHECKS off or not received over SMTP).",
+    )
     attachments: list[Attachment] = []
     body: Truncation
 
@@ -232,6 +255,17 @@ def summary(record: dict[str, Any]) -> EmailSummary:
     return EmailSummary(**_common(record), untrusted_content=content)
 
 
+def _authentication(verdict: dict[str, Any] | None) -> Authentication | None:
+    if not verdict:
+        return None
+    return Authentication(
+        spf=(verdict.get("spf") or {}).get("result"),
+        dkim=[s.get("result", "") for s in verdict.get("dkim") or []],
+        dmarc=(verdict.get("dmarc") or {}).get("result"),
+        arc=(verdict.get("arc") or {}).get("result"),
+    )
+
+
 def full(
     record: dict[str, Any],
     *,
@@ -263,6 +297,7 @@ def full(
         body_source=source,
         headers=record["headers"] if headers else None,
         attachment_names=[a["filename"] for a in record["attachments"]],
+        authentication_details=record.get("authentication"),
     )
     attachments = [
         Attachment(
@@ -279,6 +314,8 @@ def full(
         message_id=record["message_id"],
         to=[Address(**a) for a in record["to"]],
         cc=[Address(**a) for a in record["cc"]],
+        envelope_recipients=record.get("envelope_recipients") or [],
+        authentication=_authentication(record.get("authentication")),
         attachments=attachments,
         body=Truncation(
             truncated=truncated,

@@ -16,6 +16,12 @@ message, open for as long as the run lasts. Targets, each as its own process(es)
   without session resumption does); realistic 4 KB only, side by side with ``ours-1``'s
   plaintext figure (the load generator's own TLS work runs on the same machine);
 - ``maildev`` (``--maildev``): MailDev from the npm registry, installed under ``var/`` on demand.
+- ``ours-1-auth-on`` / ``ours-1-auth-off``: one ``manage.py smtpd`` each, with and without the
+  authentication checks (``MAIL_AUTH_CHECKS``), started together and measured in alternation (on,
+  off, on, off …) on ``realistic 4 KB signed``: the realistic 4 KB message DKIM-signed for real
+  (2048-bit RSA, by one of ``AUTH_DOMAINS`` sender domains) with SPF and DMARC records, all served
+  by a nameserver of this process on 127.0.0.1 (``tests/dns_server.py``), which every target of
+  the run uses (``DNS_RESOLVER``): no lookup leaves the machine. The figure is the ratio of the two.
 
 Per target and kind: messages/s (median of ``--repeat`` runs), latency p50/p99 from the end of
 DATA to the ``250``, the server processes' CPU per message and their peak memory (VmHWM), the
@@ -152,12 +158,70 @@ KINDS: dict[str, Callable[[str, int], bytes]] = {
     "realistic 64 KB": realistic_64k,
 }
 
+# --- signed mail for the authentication checks --------------------------------------------------
+
+SIGNED = "realistic 4 KB signed"
+AUTH_DOMAINS = 20  # sender domains the signed mail comes from (each: key, SPF, DMARC records)
+_signing: dict[str, object] = {}
+
+
+def _auth_dns() -> object:
+    """The run's nameserver (tests/dns_server.py) with every sender domain's DKIM key, SPF
+    record (127.0.0.1 may send) and DMARC policy; the key to sign with."""
+    import base64
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from tests.dns_server import DnsServer
+
+    if "dns" in _signing:
+        return _signing["dns"]
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    _signing["pem"] = private.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    public = base64.b64encode(
+        private.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    ).decode()
+    server = DnsServer()
+    for n in range(AUTH_DOMAINS):
+        domain = f"shop{n}.example"
+        server.publish(f"bench._domainkey.{domain}", f"v=DKIM1; k=rsa; p={public}")
+        server.publish(domain, "v=spf1 ip4:127.0.0.1 -all")
+        server.publish(f"_dmarc.{domain}", "v=DMARC1; p=reject; rua=mailto:d@shop.example")
+    _signing["dns"] = server
+    return server
+
+
+def realistic_4k_signed(to: str, seq: int) -> bytes:
+    """``realistic 4 KB`` from one of the ``AUTH_DOMAINS`` domains, DKIM-signed (relaxed)."""
+    import dkim
+
+    _auth_dns()
+    domain = f"shop{seq % AUTH_DOMAINS}.example"
+    msg = _realistic(to, seq, 2400)
+    del msg["DKIM-Signature"]
+    msg.replace_header("From", f"Shop Accounts <accounts@{domain}>")
+    raw = msg.as_bytes().replace(b"\n", b"\r\n")
+    signature = dkim.sign(
+        raw, b"bench", domain.encode(), _signing["pem"], canonicalize=(b"relaxed", b"relaxed")
+    )
+    return signature + raw
+
+
+MAKERS: dict[str, Callable[[str, int], bytes]] = {**KINDS, SIGNED: realistic_4k_signed}
+
 
 # --- load --------------------------------------------------------------------------------------
 
 
 async def _transaction(
-    port: int, rcpt: str, message: bytes, tls: ssl.SSLContext | None = None
+    port: int, rcpt: str, message: bytes, tls: ssl.SSLContext | None = None, sender: str = SENDER
 ) -> float:
     """One message on a new connection (after STARTTLS with ``tls``); returns the seconds from
     the end of DATA to the 250."""
@@ -172,7 +236,10 @@ async def _transaction(
             await writer.start_tls(tls, server_hostname="localhost")
             writer.write(b"EHLO load.example\r\n")
             await _reply(reader, 250)
-        writer.write(f"MAIL FROM:<{SENDER}>\r\nRCPT TO:<{rcpt}>\r\nDATA\r\n".encode())
+        if sender == "":  # the From header's domain (the signed kind's: SPF can pass)
+            head = message[: message.find(b"\r\n\r\n")].decode("utf-8", "replace")
+            sender = "bounce@" + head.split("\r\nFrom: ", 1)[1].split("@", 1)[1].split(">")[0]
+        writer.write(f"MAIL FROM:<{sender}>\r\nRCPT TO:<{rcpt}>\r\nDATA\r\n".encode())
         await _reply(reader, 250)
         await _reply(reader, 250)
         await _reply(reader, 354)
@@ -190,7 +257,11 @@ async def _transaction(
 
 
 async def load(
-    port: int, messages: list[tuple[str, bytes]], clients: int, tls: ssl.SSLContext | None = None
+    port: int,
+    messages: list[tuple[str, bytes]],
+    clients: int,
+    tls: ssl.SSLContext | None = None,
+    sender: str = SENDER,
 ) -> dict:
     queue: asyncio.Queue[tuple[str, bytes]] = asyncio.Queue()
     for item in messages:
@@ -202,7 +273,7 @@ async def load(
         while not queue.empty():
             rcpt, raw = queue.get_nowait()
             try:
-                latencies.append(await _transaction(port, rcpt, raw, tls))
+                latencies.append(await _transaction(port, rcpt, raw, tls, sender))
             except Exception as exc:  # counted, never hidden
                 errors.append(f"{type(exc).__name__}: {exc}"[:200])
 
@@ -233,6 +304,7 @@ class Target:
     recipients: list[str] = field(default_factory=lambda: ["anyone@bench.example"])
     tls: ssl.SSLContext | None = None  # the client's context: every message after STARTTLS
     kinds: tuple[str, ...] = tuple(KINDS)
+    sender: str = SENDER  # MAIL FROM ("": the From header's domain, see _transaction)
 
     writer_dir: Path | None = None  # ours: the directory of its shared writer's socket and lock
     also: list[int] = field(
@@ -378,49 +450,56 @@ def _maildev(env: dict[str, str]) -> Target | None:
     return Target("maildev", port, [Process(argv, port, env)])
 
 
-def measure(
-    target: Target, kind: str, count: int, repeat: int, warmup: int, database_url: str = ""
+def _run_once(
+    target: Target, kind: str, count: int, warmup: int, run: int, database_url: str = ""
 ) -> dict:
-    make = KINDS[kind]
-    runs = []
-    for run in range(repeat):
-        batch = [
-            (rcpt := random.choice(target.recipients), make(rcpt, run * 1_000_000 + i))
-            for i in range(warmup + count)
-        ]
-        rows_before = _stored() if target.stores else 0
-        warm = asyncio.run(load(target.port, batch[:warmup], CLIENTS, target.tls))
-        pids, smtp_pids = target.pids, target.smtp_pids
-        cpu_before = {pid: cpu_seconds(pid) for pid in pids}
-        postgres_before = _postgres_by_pid()
-        xacts_before = _xacts(database_url, database.BENCH_DB)
-        harness_before = time.process_time()
-        result = asyncio.run(load(target.port, batch[warmup:], CLIENTS, target.tls))
-        used = {pid: cpu_seconds(pid) - before for pid, before in cpu_before.items()}
-        result["server_cpu_ms_per_msg"] = round(1000 * sum(used.values()) / max(1, result["ok"]), 3)
-        smtp = sum(used[pid] for pid in smtp_pids)
-        result["smtp_cpu_ms_per_msg"] = round(1000 * smtp / max(1, result["ok"]), 3)
-        # The backends of the benchmark database (the targets' connections live for the run).
-        # Backends alive at both ends only: one that ended during the run took its figure along.
-        postgres_after = _postgres_by_pid()
-        postgres = sum(
-            used - postgres_before[pid]
-            for pid, used in postgres_after.items()
-            if pid in postgres_before
-        ) + sum(used for pid, used in postgres_after.items() if pid not in postgres_before)
-        result["postgres_cpu_ms_per_msg"] = round(1000 * postgres / max(1, result["ok"]), 3)
-        result["harness_cpu_ms_per_msg"] = round(
-            1000 * (time.process_time() - harness_before) / max(1, result["ok"]), 3
+    """One measured run of ``count`` messages (after ``warmup`` unmeasured ones)."""
+    make = MAKERS[kind]
+    batch = [
+        (rcpt := random.choice(target.recipients), make(rcpt, run * 1_000_000 + i))
+        for i in range(warmup + count)
+    ]
+    rows_before = _stored() if target.stores else 0
+    warm = asyncio.run(load(target.port, batch[:warmup], CLIENTS, target.tls, target.sender))
+    pids, smtp_pids = target.pids, target.smtp_pids
+    cpu_before = {pid: cpu_seconds(pid) for pid in pids}
+    postgres_before = _postgres_by_pid()
+    xacts_before = _xacts(database_url, database.BENCH_DB)
+    harness_before = time.process_time()
+    dns = _signing.get("dns")
+    queries_before = len(dns.queries) if dns is not None else 0  # type: ignore[attr-defined]
+    result = asyncio.run(load(target.port, batch[warmup:], CLIENTS, target.tls, target.sender))
+    used = {pid: cpu_seconds(pid) - before for pid, before in cpu_before.items()}
+    result["server_cpu_ms_per_msg"] = round(1000 * sum(used.values()) / max(1, result["ok"]), 3)
+    smtp = sum(used[pid] for pid in smtp_pids)
+    result["smtp_cpu_ms_per_msg"] = round(1000 * smtp / max(1, result["ok"]), 3)
+    # The backends of the benchmark database (the targets' connections live for the run).
+    # Backends alive at both ends only: one that ended during the run took its figure along.
+    postgres_after = _postgres_by_pid()
+    postgres = sum(
+        used - postgres_before[pid]
+        for pid, used in postgres_after.items()
+        if pid in postgres_before
+    ) + sum(used for pid, used in postgres_after.items() if pid not in postgres_before)
+    result["postgres_cpu_ms_per_msg"] = round(1000 * postgres / max(1, result["ok"]), 3)
+    result["harness_cpu_ms_per_msg"] = round(
+        1000 * (time.process_time() - harness_before) / max(1, result["ok"]), 3
+    )
+    xacts_after = _xacts(database_url, database.BENCH_DB)
+    if xacts_before is not None and xacts_after is not None:  # how large the batches were
+        result["transactions_per_msg"] = round(
+            (xacts_after - xacts_before) / max(1, result["ok"]), 3
         )
-        xacts_after = _xacts(database_url, database.BENCH_DB)
-        if xacts_before is not None and xacts_after is not None:  # how large the batches were
-            result["transactions_per_msg"] = round(
-                (xacts_after - xacts_before) / max(1, result["ok"]), 3
-            )
-        if target.stores:  # every 250 is a stored row, and nothing else was stored
-            result["acked"] = warm["ok"] + result["ok"]
-            result["stored"] = _stored() - rows_before
-        runs.append(result)
+    if target.stores:  # every 250 is a stored row, and nothing else was stored
+        result["acked"] = warm["ok"] + result["ok"]
+        result["stored"] = _stored() - rows_before
+    if dns is not None:
+        asked = len(dns.queries) - queries_before  # type: ignore[attr-defined]
+        result["dns_queries_per_msg"] = round(asked / max(1, result["ok"]), 3)
+    return result
+
+
+def _summary(target: Target, kind: str, runs: list[dict]) -> dict:
     best = sorted(runs, key=lambda r: r["rate"])[len(runs) // 2]
     return {
         **best,
@@ -430,8 +509,39 @@ def measure(
         "rate": statistics.median(r["rate"] for r in runs),
         "errors": sum(r["errors"] for r in runs),
         "peak_rss_kb": [rss_kb(pid, "VmHWM") for pid in target.pids],
-        "size_bytes": len(make("x@bench.example", 1)),
+        "size_bytes": len(MAKERS[kind]("x@bench.example", 1)),
     }
+
+
+def measure(
+    target: Target, kind: str, count: int, repeat: int, warmup: int, database_url: str = ""
+) -> dict:
+    runs = [_run_once(target, kind, count, warmup, run, database_url) for run in range(repeat)]
+    return _summary(target, kind, runs)
+
+
+def _auth_pair(env: dict[str, str], recipients: list[str]) -> tuple[Target, Target]:
+    """``ours-1`` with the authentication checks on and off, for :func:`measure_pair`."""
+    pair = []
+    for name, checks in (("ours-1-auth-on", "true"), ("ours-1-auth-off", "false")):
+        target = _ours(
+            1, {**env, "MAIL_AUTH_CHECKS": checks}, recipients, name=name, kinds=(SIGNED,)
+        )
+        target.sender = ""  # MAIL FROM of the signing domain: SPF can pass
+        pair.append(target)
+    return pair[0], pair[1]
+
+
+def measure_pair(
+    a: Target, b: Target, kind: str, count: int, repeat: int, warmup: int
+) -> tuple[dict, dict]:
+    """Two targets running at once, measured in alternation (a, b, a, b …), so that a change
+    of load on the machine falls on both alike."""
+    runs: tuple[list[dict], list[dict]] = ([], [])
+    for run in range(repeat):
+        for target, found in zip((a, b), runs, strict=True):
+            found.append(_run_once(target, kind, count, warmup, run))
+    return _summary(a, kind, runs[0]), _summary(b, kind, runs[1])
 
 
 def _postgres_by_pid() -> dict[int, float]:
@@ -615,7 +725,7 @@ def scaling_markdown(result: dict) -> str:
 
 def verdicts(results: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, bool | None]]:
     rows: list[tuple[str, str, str, bool | None]] = []
-    for kind in KINDS:
+    for kind in (*KINDS, SIGNED):
 
         def rate(name: str, kind: str = kind) -> float | None:
             return results.get(name, {}).get(kind, {}).get("rate")
@@ -640,6 +750,21 @@ def verdicts(results: dict[str, dict[str, dict]]) -> list[tuple[str, str, str, b
         if starttls and ours1:
             rows.append(
                 (kind, "ours-1-starttls ÷ ours-1 (plaintext)", f"{starttls / ours1:.0%}", None)
+            )
+        on, off = rate("ours-1-auth-on"), rate("ours-1-auth-off")
+        if on and off:
+            cpu = [
+                results[name][kind]["server_cpu_ms_per_msg"]
+                for name in ("ours-1-auth-on", "ours-1-auth-off")
+            ]
+            rows.append((kind, "auth checks on ÷ off (msgs/s)", f"{on / off:.0%}", None))
+            rows.append(
+                (
+                    kind,
+                    "auth checks on ÷ off (server CPU/msg)",
+                    f"{cpu[0] / max(cpu[1], 1e-9):.2f}×",
+                    None,
+                )
             )
         if kind == "realistic 4 KB" and ours2:
             rows.append((kind, "ours-2 (stretch ≥ 900/s)", f"{ours2:.0f}/s", ours2 >= 900))
@@ -720,6 +845,8 @@ def main(argv: list[str] | None = None) -> int:
         database.setup_django(bench_url, redis_url, env["RATE_LIMIT_PER_MINUTE"])
         fixtures = database.create_fixtures(100)
         recipients = [address for _, address in fixtures.inboxes]
+        # Every target's authentication lookups go to the run's own nameserver.
+        env["DNS_RESOLVER"] = _auth_dns().address  # type: ignore[attr-defined]
         plans: list[Callable[[], Target | None]] = [
             lambda: _reference("parse", env, bench_url),
             lambda: _reference("insert", env, bench_url),
@@ -752,6 +879,25 @@ def main(argv: list[str] | None = None) -> int:
                     )
             finally:
                 target.stop()
+        if not args.only or "ours-1-auth" in args.only:
+            on, off = _auth_pair(env, recipients)
+            on.start()
+            off.start()
+            try:
+                busy = machine_busy_pct(1.0)
+                found = measure_pair(on, off, SIGNED, count, max(repeat, 2), warmup=30)
+                for target, r in zip((on, off), found, strict=True):
+                    results[target.name] = {SIGNED: r}
+                    log(
+                        f"{target.name:15} {SIGNED:22} {r['rate']:8.1f}/s runs {r['rates']} "
+                        f"p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms, cpu "
+                        f"{r['server_cpu_ms_per_msg']} ms/msg, dns "
+                        f"{r.get('dns_queries_per_msg')} queries/msg, errors {r['errors']} "
+                        f"(machine {busy:.0f}% busy before)"
+                    )
+            finally:
+                on.stop()
+                off.stop()
         if not args.only or "scaling" in args.only:
             log(f"a second smtpd: 1 and 2 smtpds, {SCALING_KIND}, alternating rounds")
             scaled = scaling(

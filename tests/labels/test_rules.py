@@ -175,3 +175,31 @@ def test_catastrophic_regex_is_bounded(
     matched = _evaluate_or_fail(rules, Facts(text=quick))
     assert matched.matched is True and matched.notes == []
     assert matched.reason == f'text regex "{pattern}"'
+
+
+AUTH = Facts(
+    authentication={"spf": ["softfail"], "dkim": ["pass", "fail"], "dmarc": ["fail"], "arc": []}
+)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("auth.spf", "softfail", True),
+        ("auth.spf", "pass", False),
+        ("auth.dkim", "pass", True),  # any signature's result
+        ("auth.dkim", "fail", True),
+        ("auth.dmarc", "fail", True),
+        ("auth.arc", "none", False),  # no value: nothing to match
+    ],
+)
+def test_authentication_fields(field: str, value: str, expected: bool) -> None:
+    rules, issues = validate({"conditions": [{"field": field, "op": "equals", "value": value}]})
+    assert issues == []
+    assert evaluate(rules, AUTH).matched is expected
+
+
+def test_authentication_fields_of_an_unchecked_email_match_nothing() -> None:
+    rules, _ = validate({"conditions": [{"field": "auth.dmarc", "op": "exists"}]})
+    assert evaluate(rules, Facts()).matched is False
+    assert evaluate(rules, AUTH).matched is True

@@ -42,6 +42,7 @@ FULL_FIELDS = {
     "references",
     "received_at",
     "defects",
+    "authentication",
     "envelope_recipients",
 }
 LIST_FIELDS = {
@@ -93,6 +94,7 @@ def test_full_record(api: Api, inbox: Inbox) -> None:
     assert body["attachments"][0]["id"].startswith("att_")
     assert body["extracted"] == {"code": None, "link": None, "codes": [], "links": []}
     assert body["message_id"].endswith("@service.example")
+    assert body["authentication"] is None  # delivered without SMTP: not checked
 
 
 def test_list_entries_and_filters(api: Api, inbox: Inbox) -> None:

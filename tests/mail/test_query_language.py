@@ -128,12 +128,25 @@ def test_parser_terms_positions_and_negation() -> None:
         ('ok ""', '""', 3),
         ("header:=v", "header:=v", 0),
         ('ab"cd"', 'ab"cd', 0),
+        ("x dmarc:maybe", "dmarc:maybe", 2),
+        ("spf:", "spf:", 0),
+        ("dkim:softfail", "dkim:softfail", 0),  # a result SPF gives, DKIM never does
     ],
 )
 def test_parser_errors_name_the_term_and_its_position(query: str, term: str, position: int) -> None:
     with pytest.raises(QueryError) as caught:
         parse(query)
     assert (caught.value.term, caught.value.position) == (term, position)
+
+
+def test_parser_reads_authentication_results() -> None:
+    terms = parse("DMARC:Fail -dkim:none arc:pass spf:softfail")
+    assert [(t.field, t.value, t.negated) for t in terms] == [
+        ("dmarc", "fail", False),
+        ("dkim", "none", True),
+        ("arc", "pass", False),
+        ("spf", "softfail", False),
+    ]
 
 
 def test_parser_bounds_the_number_of_terms() -> None:

@@ -140,6 +140,9 @@ class Email(Record):
     attachments: Field[list[dict[str, Any]]] = Field("array")
     extracted: Field[dict[str, Any]] = Field("object")
     size: Field[int] = Field("integer")
+    envelope_recipients: Field[list[str]] = Field("array")
+    # SPF, DKIM (one per signature), DMARC and ARC verdicts; None when not checked.
+    authentication: Field[dict[str, Any] | None] = Field("object", "null")
 
     @property
     def sender(self) -> str:

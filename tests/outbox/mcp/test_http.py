@@ -472,3 +472,43 @@ def test_a_call_without_a_progress_token_is_answered_as_json_on_a_kept_connectio
     assert streamed.status_code == 200
     assert streamed.headers["content-type"].startswith("text/event-stream")
     assert '"structuredContent":{"found":false' in streamed.text.replace(" ", "")
+
+
+def test_read_email_gives_the_authentication_results_and_the_details_as_untrusted(
+    stack: Stack, transactional_db: None, workspace: Workspace
+) -> None:
+    """The verdicts the REST API shows (issue 29): results up front, the domains, selectors and
+    reasons (from the message and its sender's DNS) inside untrusted_content; and every envelope
+    recipient."""
+    from tests import dns_server as nameserver
+    from tests.mail.authmail import fresh_domain, plain, publish_key, sign
+
+    assert nameserver.RUNNING is not None
+    domain = fresh_domain()
+    publish_key(nameserver.RUNNING, domain=domain)
+    nameserver.RUNNING.publish(domain, "v=spf1 ip4:127.0.0.1 -all")
+    nameserver.RUNNING.publish(f"_dmarc.{domain}", "v=DMARC1; p=reject")
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="verdicts")
+    raw = sign(plain(sender=f"alerts@{domain}", to=inbox.address), domain=domain)
+    smtp_send(stack, raw, inbox.address, mail_from=f"bounce@{domain}")
+    key = key_of(workspace, "read")
+
+    async def run() -> object:
+        async with session(mcp_url(stack), key) as client:
+            waited = await client.call_tool(
+                "wait_for_email",
+                {"inbox": inbox.pk, "timeout": 30, "since": "2000-01-01T00:00:00Z"},
+            )
+            email_id = waited.structured_content["email"]["id"]
+            return await client.call_tool("read_email", {"email_id": email_id})
+
+    read = asyncio.run(run()).structured_content  # type: ignore[attr-defined]
+    assert read["authentication"] == {
+        "spf": "pass",
+        "dkim": ["pass"],
+        "dmarc": "pass",
+        "arc": "none",
+    }
+    details = read["untrusted_content"]["authentication_details"]
+    assert details["dkim"][0]["domain"] == domain and details["dmarc"]["policy"] == "reject"
+    assert read["envelope_recipients"] == [inbox.address]
