@@ -1,6 +1,6 @@
-"""The credentials epoch: a counter in Redis that every change to a key or a workspace bumps, so
-that every web process drops what it cached of them (``apikeys.keycache``) before its next
-request.
+"""The credentials epoch: a counter in Redis that every change to a key, a workspace or a
+workspace's custom domain bumps, so that every web process drops what it cached of them
+(``apikeys.keycache``, ``inboxes.selectors.domain_list``) before its next request.
 
 Bumped by the querysets' ``update`` and by ``post_save``/``post_delete`` of ``ApiKey`` and
 ``Workspace`` (``apikeys.models``), i.e. by every write through the ORM, whoever makes it:
@@ -9,6 +9,11 @@ key in use) does not bump it. The bump happens at once and again when the transa
 at once, so that a request served inside the same transaction (a test's) sees the change; after
 the commit, so that a process that re-read the old row between the first bump and the commit
 reads it again. Without Redis (embedded mode) nothing is cached and nothing is bumped.
+
+The epoch a request's authentication read (before it read the key's rows) travels on the
+request's own workspace instance (:func:`remember`, :func:`seen`): a per-workspace cache keyed on
+it (custom domains) is as fresh as the key itself, at no round trip of its own. A workspace read
+any other way (a dashboard session, a worker) carries none, and such caches are not used.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 from django.db import transaction
 
 KEY = "pgh:credentials:epoch"
+_SEEN = "_credentials_epoch"  # the attribute on a request's Workspace instance
 QUIET_FIELDS = frozenset({"last_used_at"})
 
 
@@ -34,3 +40,13 @@ def bump_unless_quiet(fields: object) -> None:
     """:func:`bump` unless ``fields`` (names written) are all :data:`QUIET_FIELDS`."""
     if fields is None or not set(fields) <= QUIET_FIELDS:  # type: ignore[call-overload]
         bump()
+
+
+def remember(workspace: object, value: bytes | None) -> None:
+    """Records on ``workspace`` (this request's own instance) the epoch read before its rows."""
+    setattr(workspace, _SEEN, value)
+
+
+def seen(workspace: object) -> bytes | None:
+    """The epoch read before ``workspace``'s row was, or None (not through the key cache)."""
+    return getattr(workspace, _SEEN, None)

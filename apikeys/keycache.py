@@ -91,10 +91,12 @@ def lookup(plain: str, *, count: bool = False) -> Found:
         current = client.get(epoch.KEY)
     if entry is not None and entry.epoch == current:
         key = _instances(entry)
+        epoch.remember(key.workspace, current or b"0")
         if key.expires_at is not None and key.expires_at <= timezone.now():
             raise KeyExpired()
         return Found(key, counted, wait)
     key = selectors.api_key_for_plain(plain)
+    epoch.remember(key.workspace, current or b"0")  # never bumped yet: a value all the same
     with _lock:
         if len(_entries) >= MAX_ENTRIES:
             _entries.clear()

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from apikeys.audit import actor_of
 from config.api.errors import FeatureDisabled, LimitReached
-from config.api.pagination import page_body, page_response
+from config.api.pagination import cursor_id, page_body, page_response, rows_page
 from config.api.query import parse_query
 from config.api.schema import DeletedOut, link, page_of
 from inboxes import selectors, services
@@ -25,6 +25,7 @@ from inboxes.serializers import (
     SmtpCredentialCreateIn,
     SmtpCredentialListQuery,
     SmtpCredentialOut,
+    inbox_rows_out,
 )
 
 _NEW_INBOX = "$response.body#/id"
@@ -109,14 +110,16 @@ class InboxesApi(APIView):
     )
     def get(self, request: Request) -> Response:
         query = parse_query(InboxListQuery, request)
-        rows = selectors.inbox_list(
+        rows = selectors.inbox_page_rows(
             request.auth.workspace,
             q=query.get("q", ""),
             tag=query.get("tag", ""),
             agent=query.get("agent", ""),
             include_expired=query["include_expired"],
+            after=cursor_id(query),
+            limit=query["limit"] + 1,
         )
-        return page_response(rows, query, InboxOut)
+        return rows_page(rows, query["limit"], inbox_rows_out)
 
     @extend_schema(
         operation_id="createInbox",

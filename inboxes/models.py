@@ -11,10 +11,13 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import models
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.utils import timezone
 
+from apikeys import epoch
 from config.api.ids import new_id
-from config.tenancy import Tenancy, TenantManager
+from config.tenancy import Tenancy, TenantManager, TenantQuerySet
 
 
 def _dom_id() -> str:
@@ -33,6 +36,16 @@ class CheckResult(models.TextChoices):
     DNS_ERROR = "dns_error"  # no answer (time-out, SERVFAIL): never changes ``verified``
     CONFLICT = "conflict"  # the record is there, but another workspace verified the domain
     REFUSED = "refused"  # a shared domain or a subdomain of one: never a custom domain
+
+
+def _domains_changed(fields: object = None) -> None:
+    epoch.bump()
+
+
+class DomainQuerySet(TenantQuerySet):
+    # Web processes cache each workspace's custom domains under the credentials epoch
+    # (inboxes.selectors.domain_list): every write moves it (save and delete: signals below).
+    on_update = staticmethod(_domains_changed)
 
 
 class Domain(models.Model):
@@ -70,7 +83,7 @@ class Domain(models.Model):
     failed_checks = models.PositiveIntegerField(default=0, editable=False)  # missing, in a row
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = TenantManager()
+    objects = TenantManager.from_queryset(DomainQuerySet)()
     tenancy = Tenancy("workspace")
 
     class Meta:
@@ -280,3 +293,10 @@ class SmtpCredential(models.Model):
 
     def __str__(self) -> str:
         return f"{self.username} ({self.inbox_id})"
+
+
+@receiver(post_save, sender=Domain)
+@receiver(post_delete, sender=Domain)
+def _domain_written(sender: type, instance: Domain, **kwargs: object) -> None:
+    """A custom domain written: web processes drop their cached domain lists (apikeys.epoch)."""
+    epoch.bump()

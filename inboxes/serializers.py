@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -346,6 +348,71 @@ class InboxOut(serializers.Serializer):
             "created_at": dt(inbox.created_at),
             "updated_at": dt(inbox.updated_at),
         }
+
+
+def inbox_rows_out(rows: list[tuple]) -> list[dict[str, Any]]:
+    """``InboxOut`` of rows read as ``selectors.INBOX_COLUMNS`` (JSON columns as text, decoded
+    here by orjson): a page of inboxes without a model instance per row. The text and integer
+    columns are written as read: ``text``/``integer`` of a ``str``/``int`` (or None) column is
+    the value itself; the JSON lists still go through ``texts``, as DRF's ListField would."""
+    now = timezone.now()
+    out = []
+    for (
+        pk,
+        address,
+        local_part,
+        domain,
+        name,
+        agent_name,
+        tags,
+        ttl_minutes,
+        expires_at,
+        max_emails,
+        overflow,
+        allow_senders,
+        block_senders,
+        forward_to,
+        smtp_faults,
+        injected_faults,
+        email_count,
+        unread_count,
+        last_email_at,
+        created_at,
+        updated_at,
+    ) in rows:
+        faults = _json(smtp_faults)
+        out.append(
+            {
+                "id": pk,
+                "address": address,
+                "local_part": local_part,
+                "domain": domain,
+                "name": name,
+                "agent_name": agent_name,
+                "tags": texts(_json(tags)),
+                "status": "expired" if expires_at is not None and expires_at <= now else "active",
+                "permanent": expires_at is None,
+                "ttl_minutes": ttl_minutes,
+                "expires_at": dt(expires_at),
+                "max_emails": max_emails,
+                "overflow": overflow,
+                "allow_senders": texts(_json(allow_senders)),
+                "block_senders": texts(_json(block_senders)),
+                "forward_to": forward_to,
+                "smtp_faults": None if faults is None else [smtp_fault(f) for f in faults],
+                "injected_faults": injected_faults,
+                "email_count": email_count,
+                "unread_count": unread_count,
+                "last_email_at": dt(last_email_at),
+                "created_at": dt(created_at),
+                "updated_at": dt(updated_at),
+            }
+        )
+    return out
+
+
+def _json(value: str | None) -> Any:
+    return None if value is None else orjson.loads(value)
 
 
 def smtp_fault(fault: dict[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from mail.serializers import (
     EmailReadQuery,
     EmailSummaryOut,
     EmailUpdateIn,
+    email_record_out,
 )
 
 INBOX_ID = OpenApiParameter(
@@ -137,10 +138,10 @@ class EmailApi(APIView):
     )
     def get(self, request: Request, email_id: str) -> Response:
         query = parse_query(EmailReadQuery, request)
-        email = selectors.email_get(request.auth.workspace, email_id)
+        record = selectors.email_record(request.auth.workspace, email_id)
         if query["mark_read"]:
-            services.email_mark_read(email=email)
-        return Response(EmailOut(email).data)
+            services.email_mark_read(email=record.email)
+        return Response(email_record_out(record))
 
     @extend_schema(
         operation_id="updateEmail",

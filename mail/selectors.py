@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
@@ -9,10 +10,22 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
-from django.db.models import BooleanField, Count, F, Func, Prefetch, Q, QuerySet, Sum, TextField
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, transaction
+from django.db.models import (
+    BooleanField,
+    Count,
+    F,
+    Func,
+    JSONField,
+    Prefetch,
+    Q,
+    QuerySet,
+    Sum,
+    TextField,
+)
 from django.db.models.functions import Cast, Substr, TruncHour
 from django.utils import timezone
 
@@ -314,6 +327,69 @@ def email_get(workspace: Workspace, email_id: str) -> Email:
     if email is None:
         raise EmailNotFound()
     return email
+
+
+@dataclass(frozen=True)
+class EmailRecord:
+    """An email as getEmail shows it: the row, its labels (key, source, confidence; oldest
+    first) and its attachments without their bytes (id, filename, content_type, size,
+    content_id, inline; by position)."""
+
+    email: Email
+    labels: list[tuple[str, str, float]]
+    attachments: list[tuple[str, str, str, int, str, bool]]
+
+
+@functools.cache
+def _record_statement() -> tuple[str, list[str], list[int]]:
+    """PostgreSQL: the email's whole row, its labels and its attachments in one statement (the
+    two lists aggregated to JSON text by subqueries), the attribute names of the row, and the
+    indexes of its JSON columns (read as text, decoded by orjson)."""
+    fields = Email._meta.concrete_fields
+    names = [f.attname for f in fields]
+    json_columns = [i for i, f in enumerate(fields) if isinstance(f, JSONField)]
+    select = ", ".join(f'e."{f.column}"' for f in fields)
+    labels, attachments = EmailLabel._meta.db_table, Attachment._meta.db_table
+    sql = (
+        f"SELECT {select}, "
+        "(SELECT coalesce(json_agg(json_build_array(l.key, l.source, l.confidence) "
+        f"ORDER BY l.created_at, l.id), '[]')::text FROM \"{labels}\" l WHERE l.email_id = e.id), "
+        "(SELECT coalesce(json_agg(json_build_array(a.id, a.filename, a.content_type, a.size, "
+        f"a.content_id, a.inline) ORDER BY a.position, a.id), '[]')::text "
+        f'FROM "{attachments}" a WHERE a.email_id = e.id) '
+        f'FROM "{Email._meta.db_table}" e WHERE e.workspace_id = %s AND e.id = %s'
+    )
+    return sql, names, json_columns
+
+
+def email_record(workspace: Workspace, email_id: str) -> EmailRecord:
+    """getEmail's read of one email of the workspace, or not_found: on PostgreSQL one
+    statement (the ORM's three — the email, its labels, its attachments — each compiled anew
+    per request, were about half of the request's CPU); elsewhere :func:`email_get`'s."""
+    if connection.vendor != "postgresql":
+        email = email_get(workspace, email_id)
+        return EmailRecord(
+            email,
+            [(row.key, row.source, row.confidence) for row in email.email_labels.all()],
+            [
+                (a.id, a.filename, a.content_type, a.size, a.content_id, a.inline)
+                for a in email.attachments.all()
+            ],
+        )
+    sql, names, json_columns = _record_statement()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [workspace.pk, email_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise EmailNotFound()
+    values = list(row[: len(names)])
+    for index in json_columns:
+        if values[index] is not None:
+            values[index] = orjson.loads(values[index])
+    email = Email.from_db(DEFAULT_DB_ALIAS, names, values)
+    labels = [tuple(x) for x in orjson.loads(row[-2])]
+    attachments = [tuple(x) for x in orjson.loads(row[-1])]
+    return EmailRecord(email, labels, attachments)  # type: ignore[arg-type]
 
 
 def email_raw(workspace: Workspace, email_id: str) -> bytes:

@@ -225,9 +225,7 @@ class _EmailBase(serializers.Serializer):
 
     @extend_schema_field(AddressOut(allow_null=True))
     def get_from(self, email: Any) -> dict[str, str] | None:
-        if not email.from_address and not email.from_name:
-            return None
-        return {"address": email.from_address, "name": email.from_name}
+        return sender_of(email)
 
     @extend_schema_field(LabelRefOut(many=True))
     def get_labels(self, email: Any) -> list[dict]:
@@ -294,52 +292,94 @@ class EmailOut(_EmailBase):
 
     @extend_schema_field(serializers.ListField(child=serializers.CharField()))
     def get_envelope_recipients(self, email: Any) -> list[str]:
-        if email.envelope_recipients:
-            return list(email.envelope_recipients)
-        return [email.envelope_to] if email.envelope_to else []  # stored before the field
+        return envelope_recipients_of(email)
 
     @extend_schema_field(HeaderOut(many=True))
     def get_headers(self, email: Any) -> list[dict[str, str]]:
         return [{"name": name, "value": value} for name, value in email.headers]
 
     def to_representation(self, email: Any) -> dict[str, Any]:
-        out = self.base(email)
-        extracted = email.extracted
-        out |= {
-            "message_id": text(email.message_id),
-            "cc": addresses(email.cc),
-            "reply_to": addresses(email.reply_to),
-            "text": text(email.text),
-            "html": text(email.html),
-            "headers": self.get_headers(email),
-            "attachments": [
-                {
-                    "id": text(a.id),
-                    "filename": text(a.filename),
-                    "content_type": text(a.content_type),
-                    "size": integer(a.size),
-                    "content_id": text(a.content_id),
-                    "inline": boolean(a.inline),
-                }
+        return email_out(
+            email,
+            self.get_labels(email),
+            [
+                (a.id, a.filename, a.content_type, a.size, a.content_id, a.inline)
                 for a in email.attachments.all()
             ],
-            "extracted": None
-            if extracted is None
-            else {
-                "code": text(extracted["code"]),
-                "link": text(extracted["link"]),
-                "codes": texts(extracted["codes"]),
-                "links": [
-                    {"url": text(x["url"]), "text": text(x["text"]), "kind": x["kind"]}
-                    for x in extracted["links"]
-                ],
-            },
-            "size": integer(email.size),
-            "in_reply_to": text(email.in_reply_to),
-            "references": texts(email.references),
-            "defects": texts(email.defects),
-            "authentication": authentication_out(email.authentication),
-            "envelope_recipients": self.get_envelope_recipients(email),
-            "from": self.get_from(email),
-        }
-        return out
+        )
+
+
+def email_record_out(record: Any) -> dict[str, Any]:
+    """``EmailOut`` of a ``mail.selectors.EmailRecord`` (getEmail's one-statement read)."""
+    labels = [
+        {"key": key, "source": source, "confidence": confidence}
+        for key, source, confidence in record.labels
+    ]
+    return email_out(record.email, labels, record.attachments)
+
+
+def email_out(email: Any, labels: list[dict], attachments: list[tuple]) -> dict[str, Any]:
+    """``EmailOut``'s fields as DRF writes them (config.api.represent), of an email, its labels
+    (as ``get_labels`` writes them) and its attachments (id, filename, content_type, size,
+    content_id, inline)."""
+    extracted = email.extracted
+    return {
+        "id": text(email.id),
+        "inbox_id": text(email.inbox_id),
+        "to": addresses(email.to),
+        "subject": text(email.subject),
+        "preview": text(email.preview),
+        "labels": labels,
+        "read": boolean(email.read),
+        "starred": boolean(email.starred),
+        "received_at": dt(email.received_at),
+        "message_id": text(email.message_id),
+        "cc": addresses(email.cc),
+        "reply_to": addresses(email.reply_to),
+        "text": text(email.text),
+        "html": text(email.html),
+        "headers": [{"name": name, "value": value} for name, value in email.headers],
+        "attachments": [
+            {
+                "id": text(pk),
+                "filename": text(filename),
+                "content_type": text(content_type),
+                "size": integer(size),
+                "content_id": text(content_id),
+                "inline": boolean(inline),
+            }
+            for pk, filename, content_type, size, content_id, inline in attachments
+        ],
+        "extracted": None
+        if extracted is None
+        else {
+            "code": text(extracted["code"]),
+            "link": text(extracted["link"]),
+            "codes": texts(extracted["codes"]),
+            "links": [
+                {"url": text(x["url"]), "text": text(x["text"]), "kind": x["kind"]}
+                for x in extracted["links"]
+            ],
+        },
+        "size": integer(email.size),
+        "in_reply_to": text(email.in_reply_to),
+        "references": texts(email.references),
+        "defects": texts(email.defects),
+        "authentication": authentication_out(email.authentication),
+        "envelope_recipients": envelope_recipients_of(email),
+        "from": sender_of(email),
+    }
+
+
+def sender_of(email: Any) -> dict[str, str] | None:
+    """``from``: the sender's address and name, or None when neither is known."""
+    if not email.from_address and not email.from_name:
+        return None
+    return {"address": email.from_address, "name": email.from_name}
+
+
+def envelope_recipients_of(email: Any) -> list[str]:
+    """``envelope_recipients``: as stored, or ``[envelope_to]`` for rows stored before it."""
+    if email.envelope_recipients:
+        return list(email.envelope_recipients)
+    return [email.envelope_to] if email.envelope_to else []

@@ -18,6 +18,7 @@ from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import Label
+from mail.models import Email
 from mail.pipeline import receive_one
 from tests.conftest import Api
 from tests.mail.messages import PNG, message
@@ -143,3 +144,34 @@ def test_list_query_count_does_not_grow_with_the_page(
     queries(api, path)
     many = queries(api, path, page)
     assert many == few, f"{path}: {few} queries for {FEW} rows, {many} for {MANY}"
+
+
+def test_get_email_is_one_statement(setting: Workspace, api: Api) -> None:
+    """GET /emails/{id}: the email, its labels and its attachments in one statement on
+    PostgreSQL (mail.selectors.email_record), whatever their number; three elsewhere."""
+    inbox = inbox_services.inbox_create(workspace=setting, local_part="one-read")
+    for n in range(2):
+        _email(inbox, n)  # labelled "invoice" by the rule; one attachment each
+    raw = message(
+        to=inbox.address,
+        subject="invoice with three",
+        attachments=[
+            ("a.png", "image/png", PNG),
+            ("b.png", "image/png", PNG),
+            ("c.txt", "text/plain", b"c"),
+        ],
+    )
+    many = receive_one(raw, to=inbox.address).email_id
+    few = Email.objects.filter(workspace=setting).exclude(pk=many).values_list("pk", flat=True)[0]
+    tables = ("mail_email", "labels_emaillabel", "mail_attachment")
+    expected = 1 if connection.vendor == "postgresql" else 3
+    queries(api, f"emails/{few}")  # once first: the key's read and its last_used_at write
+    for email_id in (few, many):
+        with CaptureQueriesContext(connection) as captured:
+            response = api.get(api.url(f"emails/{email_id}"))
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert body["labels"][0]["key"] == "invoice"
+        assert len(body["attachments"]) == (3 if email_id == many else 1)
+        reads = [q for q in captured.captured_queries if any(t in q["sql"] for t in tables)]
+        assert len(reads) == expected, [q["sql"] for q in reads]

@@ -50,6 +50,26 @@ def paginate(
     return rows, None
 
 
+def cursor_id(query: Mapping[str, Any]) -> str | None:
+    """The id a page of ``query`` starts after (its ``cursor`` decoded), or None."""
+    cursor = query.get("cursor")
+    return decode_cursor(cursor) if cursor else None
+
+
+def rows_page(
+    rows: list[tuple], limit: int, render: Callable[[list[tuple]], list[dict[str, Any]]]
+) -> Response:
+    """A page of rows read as tuples (the primary key first, newest first, ``limit + 1`` of
+    them asked for), rendered by ``render`` — no model instance per row. For the hot lists,
+    whose ``render`` writes the serializer's output from the tuple (held equal to it by
+    tests/test_representations.py)."""
+    next_cursor = None
+    if len(rows) > limit:
+        rows = rows[:limit]
+        next_cursor = encode_cursor(str(rows[-1][0]))
+    return Response(page_body(render(rows), next_cursor))
+
+
 def page_body(data: list, next_cursor: str | None) -> dict:
     return {"data": data, "next_cursor": next_cursor}
 

@@ -19,8 +19,10 @@ stream) go through :func:`validate_query`, which refuses unknown names too.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from rest_framework import serializers
@@ -73,8 +75,7 @@ def validate_query(
     """Validated query parameters from ``(name, value)`` pairs in order of appearance; a bad
     one raises ``validation_error`` with its name as path. Shared by the DRF views and the raw
     ASGI endpoints (wait, stream)."""
-    serializer = serializer_class()
-    fields = serializer.fields
+    fields = _fields_of(serializer_class)
     values: dict[str, Any] = {}
     problems: dict[str, str] = {}
     for name, value in pairs:
@@ -98,6 +99,14 @@ def validate_query(
     serializer = serializer_class(data=values)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
+
+
+@functools.cache
+def _fields_of(serializer_class: type[serializers.Serializer]) -> Mapping[str, serializers.Field]:
+    """The fields of a query serializer, built once per class and only read (names, kinds,
+    limits, choices): DRF deep-copies its declared fields for every instance, and a request
+    built two or three of them before the one that validates."""
+    return MappingProxyType(dict(serializer_class().fields))
 
 
 def parse_query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -125,7 +134,7 @@ class KnownQueryOnly(BasePermission):
         if not hasattr(view, request.method.lower()):
             return True  # a method the view does not serve: DRF answers 405
         declared = declared_query(view, request.method)
-        known = declared().fields.keys() if declared is not None else ()
+        known = _fields_of(declared).keys() if declared is not None else ()
         unknown = [name for name in request.query_params if name not in known]
         if unknown:
             raise serializers.ValidationError({name: unknown_parameter(known) for name in unknown})

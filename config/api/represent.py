@@ -22,7 +22,8 @@ def dt(value: datetime | None) -> str | None:
     """``serializers.DateTimeField()`` (ISO 8601, UTC as ``Z``; USE_TZ with TIME_ZONE UTC)."""
     if not value:
         return None
-    text = value.astimezone(UTC).isoformat()
+    # Read from PostgreSQL or SQLite a datetime is in UTC already (Django's connections).
+    text = (value if value.tzinfo is UTC else value.astimezone(UTC)).isoformat()
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 

@@ -61,7 +61,7 @@ EMAIL = (
     "e.headers, (SELECT coalesce(json_agg(json_build_array(a.id, a.filename, a.content_type, "
     "a.size, a.content_id, a.inline) ORDER BY a.position), '[]') FROM mail_attachment a "
     "WHERE a.email_id = e.id), e.extracted, e.size, e.in_reply_to, e.references, e.defects, "
-    "e.envelope_recipients, e.envelope_to, e.from_address, e.from_name FROM k LEFT JOIN mail_email e "
+    "e.authentication, e.envelope_recipients, e.envelope_to, e.from_address, e.from_name FROM k LEFT JOIN mail_email e "
     "ON e.workspace_id = k.workspace_id AND e.id = %s"
 )
 INBOX_INSERT = (
@@ -155,10 +155,27 @@ def _addresses(rows: list) -> list[dict[str, str]]:
     return [{"address": a["address"], "name": a["name"]} for a in rows]
 
 
+def _keys(entry: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: entry.get(key) for key in keys}
+
+
+def _authentication(v: dict[str, Any] | None) -> dict[str, Any] | None:
+    # The verdict's fields in the API's order (jsonb gives its keys back in its own).
+    if v is None:
+        return None
+    return {
+        "spf": _keys(v["spf"], ("result", "domain", "identity", "client_ip", "reason")),
+        "dkim": [_keys(s, ("result", "domain", "selector", "reason")) for s in v["dkim"]],
+        "dmarc": _keys(v["dmarc"], ("result", "domain", "policy", "alignment", "reason")),
+        "arc": _keys(v["arc"], ("result", "domain", "instances", "reason")),
+    }
+
+
 def email_json(r: tuple) -> dict[str, Any]:
     (id_, inbox_id, to, subject, preview, labels, read, starred, received, message_id, cc,
      reply_to, text, html, headers, attachments, extracted, size, in_reply_to, references,
-     defects, envelope_recipients, envelope_to, from_address, from_name) = r  # fmt: skip
+     defects, authentication, envelope_recipients, envelope_to, from_address,
+     from_name) = r  # fmt: skip
     return {
         "id": id_,
         "inbox_id": inbox_id,
@@ -192,6 +209,7 @@ def email_json(r: tuple) -> dict[str, Any]:
         "in_reply_to": in_reply_to,
         "references": references,
         "defects": defects,
+        "authentication": _authentication(authentication),
         "envelope_recipients": list(envelope_recipients)
         if envelope_recipients
         else ([envelope_to] if envelope_to else []),
