@@ -26,7 +26,6 @@ from typing import Any
 from django.conf import settings
 
 from mail import authentication
-from mail.authentication.resolver import NotCached
 from mail.pipeline import Incoming
 
 logger = logging.getLogger(__name__)
@@ -83,6 +82,9 @@ class AuthenticationChecks:
         if len(incoming.raw) <= INLINE_BYTES:
             # Every answer it needs kept already (the common case: a sender seen within its
             # records' TTL): checked here, without a thread's hand-over of the interpreter.
+            # (Imported here: dnspython is loaded at the first message, not at start-up.)
+            from mail.authentication.resolver import NotCached
+
             try:
                 done = loop.create_future()
                 done.set_result(_check(incoming, deadline, cached_only=True))
