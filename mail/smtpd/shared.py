@@ -92,6 +92,10 @@ class WriteFailed(Exception):
 # --- where: the directory, the key ---------------------------------------------------------------
 
 
+KEY_LENGTH = 20  # hex digits of writer_key in the socket's name
+MAX_SOCKET_PATH = 107  # sockaddr_un's sun_path (108 bytes) less its terminating NUL
+
+
 def private_directory(path: str) -> Path:
     """``path`` (``SMTP_WRITER_DIR``; empty: ``$XDG_RUNTIME_DIR/pigeonhole``, else
     ``<tmp>/pigeonhole-<uid>``), created with mode 0700; refused unless this user owns it and
@@ -104,6 +108,15 @@ def private_directory(path: str) -> Path:
             else str(Path(tempfile.gettempdir()) / f"pigeonhole-{os.geteuid()}")
         )
     directory = Path(path)
+    socket_path, _ = paths(directory, "0" * KEY_LENGTH)
+    if len(os.fsencode(socket_path)) > MAX_SOCKET_PATH:
+        # A Unix socket's path is at most 107 bytes: the writer could not listen, and every
+        # smtpd would start one after another that fails (seen with a deep pytest tmp_path).
+        raise RuntimeError(
+            f"SMTP_WRITER_DIR {directory} is too long for a Unix socket: at most "
+            f"{MAX_SOCKET_PATH - len(os.fsencode(socket_path)) + len(os.fsencode(directory))} "
+            "bytes"
+        )
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = directory.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
@@ -128,7 +141,7 @@ def writer_key(database: dict[str, Any], root: Path) -> str:
                 if name.endswith(".py"):
                     info = os.stat(os.path.join(folder, name))
                     digest.update(f"{folder}/{name}:{info.st_size}:{info.st_mtime_ns}\0".encode())
-    return digest.hexdigest()[:20]
+    return digest.hexdigest()[:KEY_LENGTH]
 
 
 def paths(directory: Path, key: str) -> tuple[Path, Path]:

@@ -12,10 +12,12 @@ by the test, never by timing. Each test has a writer directory of its own (``SMT
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import smtplib
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +30,7 @@ from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail.models import Email
-from mail.smtpd.shared import writer_pid
+from mail.smtpd.shared import private_directory, writer_pid
 from tests.live import ROOT, Process, child_env, descendants, free_port, wait_listening
 from tests.mail.messages import message
 
@@ -143,12 +145,22 @@ def _until(condition, what: str, within: float = 30.0) -> None:  # type: ignore[
 
 
 @pytest.fixture
-def smtpds(transactional_db: None, tmp_path: Path) -> Iterator[Smtpds]:
-    directory = tmp_path / "writer"
-    directory.mkdir(mode=0o700)
+def smtpds(transactional_db: None) -> Iterator[Smtpds]:
+    # A short directory of its own: under pytest-xdist, tmp_path made the socket's path longer
+    # than a Unix socket takes (test_a_writer_dir_too_long_is_refused_at_start).
+    directory = Path(tempfile.mkdtemp(prefix="pgw-"))
     running = Smtpds(directory)
     yield running
     running.stop()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_a_writer_dir_too_long_is_refused_at_start(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 100)
+    with pytest.raises(RuntimeError, match="too long for a Unix socket"):
+        private_directory(str(deep))
+    assert not deep.exists()  # refused before anything was made
+    assert private_directory(str(tmp_path / "w")).is_dir()
 
 
 @pytest.fixture

@@ -145,8 +145,10 @@ def test_catastrophic_wait_pattern_stalls_nobody(
     assert len(waits) == 2 * WAITS
     assert all(status == 204 for status, _ in waits), waits  # a timed-out match is no match
     first, woken = waits[:WAITS], waits[WAITS:]
-    assert max(took for _, took in first) < TIMEOUT + 1, first
-    assert max(took for _, took in woken) < 3 + 1, woken
+    # Bounds a stall would blow through (2^28 paths take minutes in a backtracking engine) but
+    # a busy machine does not: make test on two cores measured 2.2 s for a 1 s wait.
+    assert max(took for _, took in first) < TIMEOUT + 4, first
+    assert max(took for _, took in woken) < 3 + 4, woken
     assert len(bystander.answers) >= 10
     assert [a for a in bystander.answers if a[1] not in (200, 204)] == []
     slowest = max(bystander.answers, key=lambda answer: answer[2])
