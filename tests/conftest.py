@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -14,6 +15,12 @@ from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.dns_server import DnsServer
 from tests.factories import WorkspaceFactory
+
+# A runner that started the suite with SIGINT ignored (a shell's `&`, some CI runners) passes that
+# on to every process a test starts, and a server that ignores Ctrl-C cannot be stopped with it:
+# the tests' processes get the usual disposition back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 TEST_ACTOR = Actor.system("tests")
 

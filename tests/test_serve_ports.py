@@ -42,3 +42,35 @@ def test_a_busy_port_stops_serve_with_what_to_do(busy: str, tmp_path: Path) -> N
     assert f"{flag} {taken + 1}" in done.stderr and f"make run {variable}={taken + 1}" in (
         done.stderr
     )
+
+
+def test_ctrl_c_stops_serve_even_when_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """A script's `&` or a CI runner starts a process with SIGINT ignored; Twisted then left
+    SIGINT alone and the server could not be stopped with Ctrl-C (test_server_wheel failed under
+    such a runner). serve puts Python's handler back before it runs."""
+    import signal
+    import time
+
+    from tests.live import wait_listening
+
+    http, smtp = free_port(), free_port()
+    env = quickstart_env()
+    env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'pigeonhole.sqlite3'}"
+    argv = [sys.executable, "manage.py", "serve", "--migrate", "--port", str(http)]
+    proc = subprocess.Popen(
+        [*argv, "--smtp-port", str(smtp)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        wait_listening(proc, smtp, timeout=120)  # SMTP listens once the web server runs
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import os
 import shlex
+import signal
 import socket
 import sys
 from typing import Any
@@ -204,6 +205,12 @@ class Command(BaseCommand):
             verbosity=1,
             action_logger=AccessLogGenerator(sys.stdout),
         )
+        # Ctrl-C stops everything (the banner says so), also when the process was started with
+        # SIGINT ignored (a script's `&`, a CI runner): Twisted only handles SIGINT when Python's
+        # own handler is in place, and an ignored SIGINT left the server running (test_server_wheel
+        # under such a runner).
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         server.run()
         if failed:
             raise CommandError(f"Could not listen: {failed[0]}")
