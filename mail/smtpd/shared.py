@@ -15,8 +15,10 @@ The smtpd answers ``250`` only after that answer: the 250-after-commit promise h
   when the writer dies, however it dies), so two smtpds starting at once start one writer; the
   loser exits at once and its smtpd connects to the winner. The socket and the lock live in
   ``SMTP_WRITER_DIR`` (a directory only this user may enter; the writer also checks each peer's
-  uid), named after a digest of the database and of the code (:func:`writer_key`): smtpds of
-  another build (a deploy in progress) or of another database get a writer of their own.
+  uid), named after a digest of the database, of the settings and of the code
+  (:func:`writer_key`): smtpds of another build (a deploy in progress), of another database or
+  configured otherwise (another Celery queue, a changed environment: the writer keeps the
+  settings of the smtpd that started it) get a writer of their own.
 - **How long it lives.** While any smtpd is connected. When the last one has gone (stopped, or
   killed) and ``IDLE_EXIT_SECONDS`` pass without a new one, the writer closes its socket, drops
   its lock and exits. It ignores SIGINT and SIGTERM: a signal to the process group stops the
@@ -51,6 +53,7 @@ import hashlib
 import logging
 import os
 import pickle
+import re
 import selectors
 import signal
 import socket
@@ -126,13 +129,33 @@ def private_directory(path: str) -> Path:
     return directory
 
 
-def writer_key(database: dict[str, Any], root: Path) -> str:
-    """A digest of the database the smtpd writes to and of the code it runs (every ``.py`` file
-    of ``PACKAGES``: path, size, modification time), so that only smtpds that would write alike
-    share a writer."""
+# Settings that concern one smtpd's own listener, never what its writer does with the mail: two
+# smtpds that differ only in these still write alike.
+LISTENER_SETTINGS = frozenset({"SMTP_PORT", "SMTPS_PORT"})
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def configuration(values: dict[str, Any]) -> str:
+    """The settings a writer runs with (``values``: the uppercase Django settings), as text that
+    two processes configured alike write alike: the writer is the child of the smtpd that
+    started it and keeps that smtpd's settings for as long as it lives, so an smtpd configured
+    otherwise (another Celery queue, webhook or authentication settings, a changed environment
+    after a restart) must not hand it mail. Object addresses are left out of reprs."""
+    lines = []
+    for name in sorted(values):
+        if name.isupper() and name not in LISTENER_SETTINGS:
+            lines.append(f"{name}={_ADDRESS.sub('', repr(values[name]))}")
+    return "\n".join(lines)
+
+
+def writer_key(database: dict[str, Any], root: Path, settings_text: str = "") -> str:
+    """A digest of the database the smtpd writes to, of its configuration (``settings_text``:
+    :func:`configuration`) and of the code it runs (every ``.py`` file of ``PACKAGES``: path,
+    size, modification time), so that only smtpds that would write alike share a writer."""
     digest = hashlib.sha256()
     for part in ("ENGINE", "NAME", "HOST", "PORT", "USER"):
         digest.update(f"{part}={database.get(part)}\0".encode())
+    digest.update(f"{settings_text}\0".encode())
     digest.update(f"{sys.executable}\0{root}\0".encode())
     for package in PACKAGES:
         for folder, dirs, files in os.walk(root / package):
@@ -189,7 +212,11 @@ class SharedWriter:
         from django.db import connections
 
         directory = private_directory(str(self._directory or settings.SMTP_WRITER_DIR))
-        key = writer_key(connections["default"].settings_dict, Path(settings.BASE_DIR))
+        key = writer_key(
+            connections["default"].settings_dict,
+            Path(settings.BASE_DIR),
+            configuration({name: getattr(settings, name) for name in dir(settings)}),
+        )
         self.socket_path, self.lock_path = paths(directory, key)
 
     async def start(self) -> None:

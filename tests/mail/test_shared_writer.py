@@ -180,6 +180,48 @@ def test_two_smtpds_started_together_share_one_writer(smtpds: Smtpds, inbox: Inb
     assert sorted(subjects) == ["via a", "via b"]
 
 
+def test_an_smtpd_configured_otherwise_gets_a_writer_of_its_own(
+    smtpds: Smtpds, inbox: Inbox
+) -> None:
+    """The writer keeps the settings of the smtpd that started it (its Celery queue among them:
+    the webhooks and classifications of every message it writes go there). An smtpd started
+    with another configuration, on the same database and code, while that writer lives (a
+    restart with a changed environment, or a second stack on the host) gets a writer of its own;
+    handed to the first, its mail's tasks went to a queue no worker of its own reads (found by
+    CI: a test stack's webhooks never arrived after the dashboard tests' stack had left its idle
+    writer behind). The listener's own port is no such difference."""
+    (a,) = smtpds.start(1)
+    first = smtpds.writer()
+    smtpds.env = {**smtpds.env, "CELERY_QUEUE": "another-queue", "SMTP_PORT": "2600"}
+    (b,) = smtpds.start(1)
+    assert b.proc is not None
+    deadline = time.monotonic() + 30
+    while True:
+        locks = sorted(smtpds.directory.glob("writer-*.lock"))
+        pids = [writer_pid(lock) for lock in locks]
+        if (len(locks) == 2 and all(pid and _alive(pid) for pid in pids)) or (
+            time.monotonic() > deadline
+        ):
+            break
+        time.sleep(0.05)
+    assert len(locks) == 2, locks
+    second = next(pid for pid in pids if pid != first)
+    assert second in descendants(b.proc.pid) and first not in descendants(b.proc.pid)
+    assert _send(b.port, inbox.address, "via b") == 250
+    assert _send(a.port, inbox.address, "via a") == 250
+    assert sorted(Email.objects.filter(inbox=inbox).values_list("subject", flat=True)) == [
+        "via a",
+        "via b",
+    ]
+    # Only the listener's port differs: one writer, as in the first test.
+    smtpds.env = {**smtpds.env, "CELERY_QUEUE": "another-queue", "SMTP_PORT": "2601"}
+    (c,) = smtpds.start(1)
+    assert c.proc is not None
+    assert _send(c.port, inbox.address, "via c") == 250
+    assert len(list(smtpds.directory.glob("writer-*.lock"))) == 2
+    assert second not in descendants(c.proc.pid)
+
+
 def test_requests_of_two_smtpds_are_written_in_one_transaction(
     smtpds: Smtpds, inbox: Inbox
 ) -> None:
