@@ -917,6 +917,11 @@ PRIOR_CLIP = 6.0  # prior log-odds enter clipped: one example may overrule a con
 UNINFORMED_LOGIT = -1.0  # the prior's "no" when it knows nothing of the question (_uninformed)
 UNINFORMED_LAMBDA = 0.075  # ... and the examples' words are held back less
 CONCEPT_FEATURE_SCALE = 0.1  # small: one odd example must not promote a whole concept
+# Whether a system sent the email (headers, List-Unsubscribe, sender, a letter's shape: the
+# "automated" concept) is learned at full scale: it is read from structure rather than words, so
+# five examples of bulk mail teach it where their vocabulary would not carry to the next email.
+SYSTEM_CONCEPT = "automated"
+SYSTEM_FEATURE_SCALE = 1.0
 SYNTHETIC_WEIGHT = 0.5
 FIELD_NGRAMS = ((1, 1), (1, 2), (1, 2))  # sender, subject, body
 MODEL_CACHE = 64
@@ -937,8 +942,23 @@ def documents(email: EmailFacts) -> tuple[str, str, str]:
     return out[0], out[1], out[2]
 
 
-def _concept_features(email: EmailFacts) -> list[float]:
-    return [max(-2.0, min(3.0, v * CONCEPT_FEATURE_SCALE)) for v in analyse(email).adjusted]
+def concept_scales(question: str) -> tuple[float, ...]:
+    """How much of each concept's score the example model sees: a little of every concept, and
+    the person/system reading (:data:`SYSTEM_CONCEPT`) in full unless the question asks about it
+    itself (then it is already the prior)."""
+    own = parse_question(question).concepts
+    return tuple(
+        SYSTEM_FEATURE_SCALE
+        if name == SYSTEM_CONCEPT and name not in own
+        else CONCEPT_FEATURE_SCALE
+        for name in LEXICON.names
+    )
+
+
+def _concept_features(email: EmailFacts, scales: Sequence[float]) -> list[float]:
+    return [
+        max(-2.0, min(3.0, v * s)) for v, s in zip(analyse(email).adjusted, scales, strict=True)
+    ]
 
 
 def _prototype(concept: Concept) -> EmailFacts:
@@ -1004,6 +1024,7 @@ class Model:
     question: str
     fields: tuple[FieldModel, ...]  # sender, subject, body
     concept_weights: tuple[float, ...]
+    concept_scales: tuple[float, ...]
     scale: float  # weight of the prior's log-odds
     bias: float
     positives: int
@@ -1017,7 +1038,8 @@ class Model:
         z = self.scale * prior + self.bias
         for field, doc in zip(self.fields, documents(email), strict=True):
             z += field.score(doc)
-        for weight, value in zip(self.concept_weights, _concept_features(email), strict=True):
+        features = _concept_features(email, self.concept_scales)
+        for weight, value in zip(self.concept_weights, features, strict=True):
             z += weight * value
         return (1.0 - self.blend) * prior + self.blend * z
 
@@ -1073,7 +1095,8 @@ def fit(question: str, examples: Sequence[Example]) -> Model:
             vectorizer = None
             blocks.append(sparse.csr_matrix((len(docs), 0)))
         vectorizers.append(vectorizer)
-    concepts = np.array([_concept_features(e) for e in emails])
+    scales = concept_scales(question)
+    concepts = np.array([_concept_features(e, scales) for e in emails])
     x = sparse.hstack([*blocks, sparse.csr_matrix(concepts)], format="csr")
     floor = UNINFORMED_LOGIT if _uninformed(question, emails[: len(examples)]) else -PRIOR_CLIP
     prior = np.array([_prior_logit(question, e, floor) for e in emails])
@@ -1094,6 +1117,7 @@ def fit(question: str, examples: Sequence[Example]) -> Model:
         question,
         tuple(fields),
         tuple(float(v) for v in beta[offset:]),
+        scales,
         scale,
         bias,
         positives,

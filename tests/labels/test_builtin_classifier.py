@@ -544,3 +544,105 @@ def test_precedence_list_is_the_list_signal_and_a_list_post_a_persons() -> None:
         ),
     )
     assert ask(PERSON, post).answer is True
+
+
+def test_examples_of_bulk_mail_outweigh_a_prior_that_misses_its_words() -> None:
+    """Five mailings whose words the lexicon does not tie to newsletters teach "a system sent this
+    to many" (read from headers, sender and shape, each mailing showing it differently), which
+    carries to a sixth that shares neither their words nor their headers."""
+
+    def bulk(sender: str, subject: str, text: str, header: str, value: str = "x") -> EmailFacts:
+        return EmailFacts(
+            from_address=sender,
+            from_name=sender.partition("@")[2].split(".")[0].title(),
+            subject=subject,
+            text=text,
+            signals=signals_of([[header, value]], has_html=True, has_text=True),
+        )
+
+    def letter(sender: str, name: str, subject: str, text: str) -> EmailFacts:
+        return EmailFacts(from_address=sender, from_name=name, subject=subject, text=text)
+
+    mailings = [
+        bulk(
+            "hello@kilnworks.test",
+            "Inside the kiln: glazes we tried",
+            "Three glazes came out of the kiln looking nothing like the test tiles. Photos: "
+            "https://kilnworks.test/glaze",
+            "List-Unsubscribe",
+        ),
+        bulk(
+            "studio@fernhouse.test",
+            "Repotting season is here",
+            "Roots poking out of the pot? A step-by-step guide: https://fernhouse.test/repot",
+            "X-Mailgun-Sid",
+        ),
+        bulk(
+            "crew@trailmix.test",
+            "Ten trails for foggy mornings",
+            "Our crew picked ten trails that look best in fog. Maps: https://trailmix.test/fog",
+            "List-Unsubscribe",
+        ),
+        bulk(
+            "info@inkwell.test",
+            "The fountain pen issue",
+            "Nibs, inks and the paper that holds them: https://inkwell.test/pens",
+            "X-SG-EID",
+        ),
+        bulk(
+            "team@sourdough.test",
+            "Starter troubleshooting, part 2",
+            "Flat loaves? Sleepy starter? Part two of our guide: https://sourdough.test/starter",
+            "X-Mailgun-Sid",
+        ),
+    ]
+    letters = [
+        letter(
+            "marta.ruiz@mail.test",
+            "Marta Ruiz",
+            "Dinner on Friday?",
+            "Hi Jo,\n\nAre you free on Friday? I found a place near the river.\n\nMarta",
+        ),
+        letter(
+            "p.okafor@work.test",
+            "Peter Okafor",
+            "Slides for Monday",
+            "Hi Jo,\n\nI moved the budget slide to the end, I think it reads better.\n\n"
+            "Thanks,\nPeter",
+        ),
+        letter(
+            "liam.g@mail.test",
+            "Liam Gray",
+            "the bike",
+            "Jo,\n\nI left the bike in your shed, the lock code is the usual.\n\nLiam",
+        ),
+        letter(
+            "anna.berg@work.test",
+            "Anna Berg",
+            "Re: contract",
+            "Hi Jo,\n\nI read it twice and I'm happy with clause 4 now.\n\nBest,\nAnna",
+        ),
+        letter(
+            "sam.ito@mail.test",
+            "Sam Ito",
+            "photos",
+            "Hi Jo,\n\nHere are the photos from the weekend, I like the third one best.\n\nSam",
+        ),
+    ]
+    examples = tuple([Example(e, True) for e in mailings] + [Example(e, False) for e in letters])
+    another = bulk(
+        "weaving@loomhall.test",
+        "Leftover yarn, new rug",
+        "A basket of odds and ends became a rug, and this is how we wove it.",
+        "Precedence",
+        "bulk",
+    )
+    assert ask(NEWSLETTER, another).answer is False  # no word of the lexicon's newsletters
+    assert ask(NEWSLETTER, another, examples).answer is True
+    a_letter = letter(
+        "nina.holt@mail.test",
+        "Nina Holt",
+        "yarn",
+        "Hi Jo,\n\nI have a basket of leftover yarn, do you want it for the rug?\n\nNina",
+    )
+    assert ask(NEWSLETTER, a_letter, examples).answer is False
