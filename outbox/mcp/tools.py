@@ -266,7 +266,8 @@ async def _wait(
     accept: Callable[[dict], bool] | None = None,
 ) -> dict | None:
     """Parks in ``mail.waiting`` (as the REST wait does); progress every few seconds when the
-    client sent a progress token (the SDK sends nothing otherwise)."""
+    client sent a progress token. Without one no timer is armed at all: the SDK would send
+    nothing, and every parked call would still wake every few seconds for it."""
     timeout = query["timeout"]
     loop_deadline = deadline_after(timeout)
     started = timezone.now()
@@ -284,7 +285,7 @@ async def _wait(
             query=query,
             since=since,
             deadline=loop_deadline,
-            tick=tick,
+            tick=tick if asked_for_progress(ctx) else None,
             tick_seconds=PROGRESS_SECONDS,
             accept=accept,
         )
@@ -292,6 +293,12 @@ async def _wait(
         return None
     finally:
         await aclose_slot(lease)
+
+
+def asked_for_progress(ctx: Context) -> bool:
+    """Whether the call's ``_meta`` carries a progress token (the client wants notifications)."""
+    meta = ctx.request_context.meta
+    return bool(meta) and meta.get("progress_token") is not None
 
 
 def _no_email(inbox: Inbox, timeout: int, what: str) -> str:
