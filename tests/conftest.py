@@ -14,6 +14,7 @@ from apikeys import services as key_services
 from apikeys.audit import Actor
 from apikeys.models import Workspace
 from tests.dns_server import DnsServer
+from tests import flush
 from tests.factories import WorkspaceFactory
 
 # A runner that started the suite with SIGINT ignored (a shell's `&`, some CI runners) passes that
@@ -21,6 +22,9 @@ from tests.factories import WorkspaceFactory
 # the tests' processes get the usual disposition back.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The database is emptied after a test that commits by DELETE, not TRUNCATE (tests/flush.py).
+flush.install()
 
 TEST_ACTOR = Actor.system("tests")
 
