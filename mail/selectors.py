@@ -23,7 +23,6 @@ from django.db.models import (
     Prefetch,
     Q,
     QuerySet,
-    Sum,
     TextField,
 )
 from django.db.models.functions import Cast, Substr, TruncHour
@@ -31,6 +30,7 @@ from django.utils import timezone
 
 from apikeys.models import Workspace
 from config.api.errors import NotFound, ValidationFailed
+from config.rows import placeholders
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
 from labels import rules as rules_engine
@@ -550,17 +550,79 @@ def recent_emails(workspace: Workspace, limit: int = 20) -> list[dict]:
     )
 
 
+# --- storage figures -----------------------------------------------------------------------------
+#
+# What an email counts in its inbox's ``stored_bytes``: the bytes the database keeps for its raw
+# message and for each attachment kept apart from it (one read from its span of the raw message
+# keeps no bytes of its own). On PostgreSQL that is ``pg_column_size()`` of each stored value:
+# after TOAST's LZ4 compression for a value that compressed (over about 2 KB), the bytes as written
+# for one that did not, with the varlena header of a value kept inline. The function reads the
+# size from the stored datum (inline, or the external TOAST pointer) without decompressing or
+# fetching the TOAST chunks. SQLite compresses nothing: ``length()``, the bytes as written.
+# The receive path reads its rows' sizes back once they are stored (``stored_sizes``: an
+# ``INSERT … RETURNING pg_column_size(…)`` would answer the size before TOAST); every path that
+# deletes mail subtracts ``stored_bytes_of`` the same rows before it deletes them.
+
+
+def size_function() -> str:
+    """The SQL function giving the bytes the database stores for one binary value."""
+    return "pg_column_size" if connection.vendor == "postgresql" else "length"
+
+
+def stored_bytes_sql(emails: str) -> str:
+    """One statement summing what the emails whose ids the subquery ``emails`` selects count in
+    ``stored_bytes`` (raw messages plus attachments kept apart); its parameters are the
+    subquery's, twice."""
+    size = size_function()
+    return (
+        f"SELECT COALESCE(SUM(n), 0) FROM (SELECT {size}(content) AS n "
+        f"FROM {RawMessage._meta.db_table} WHERE email_id IN ({emails}) UNION ALL "
+        f"SELECT {size}(content) FROM {Attachment._meta.db_table} "
+        f"WHERE email_id IN ({emails}) AND content IS NOT NULL) AS stored"
+    )
+
+
 def stored_bytes_of(workspace_id: str, email_ids: Sequence[str]) -> int:
-    """What these emails count in their inboxes' ``stored_bytes`` (see
-    ``mail.pipeline.stored_size``): their raw sizes plus the attachments kept apart."""
+    """What these emails of the workspace count in their inboxes' ``stored_bytes``, read from
+    the rows as stored (before the caller deletes them)."""
     if not email_ids:
         return 0
     ids = list(email_ids)
-    raw = Email.objects.filter(workspace_id=workspace_id, pk__in=ids).aggregate(n=Sum("size"))
-    kept = Attachment.objects.filter(
-        email__workspace_id=workspace_id, email_id__in=ids, content__isnull=False
-    ).aggregate(n=Sum("size"))
-    return (raw["n"] or 0) + (kept["n"] or 0)
+    emails = (
+        f"SELECT id FROM {Email._meta.db_table} "
+        f"WHERE workspace_id = %s AND id IN ({placeholders(len(ids))})"
+    )
+    scope = [workspace_id, *ids]
+    with connection.cursor() as cursor:
+        cursor.execute(stored_bytes_sql(emails), [*scope, *scope])
+        return int(cursor.fetchone()[0])
+
+
+STORED_SIZES = (
+    f"SELECT email_id, pg_column_size(content) FROM {RawMessage._meta.db_table} "
+    "WHERE email_id = ANY(%s)"
+)
+STORED_SIZES_APART = (
+    f"{STORED_SIZES} UNION ALL SELECT email_id, pg_column_size(content) "
+    f"FROM {Attachment._meta.db_table} WHERE email_id = ANY(%s) AND content IS NOT NULL"
+)
+
+
+def stored_sizes(email_ids: Sequence[str], apart: Sequence[str] = ()) -> dict[str, int]:
+    """PostgreSQL: email id -> the bytes its raw message and attachments kept apart take as
+    stored (TOAST has compressed them by the time the insert returns), for emails the caller
+    has just inserted in its transaction; ``apart`` names those of them with attachments kept
+    apart (the others have none to read). One query, whose text is one of two whatever the
+    number of emails (so psycopg prepares it)."""
+    sizes = dict.fromkeys(email_ids, 0)
+    with connection.cursor() as cursor:
+        if apart:
+            cursor.execute(STORED_SIZES_APART, [list(email_ids), list(apart)])
+        else:
+            cursor.execute(STORED_SIZES, [list(email_ids)])
+        for email_id, size in cursor.fetchall():
+            sizes[email_id] += size
+    return sizes
 
 
 @dataclass(frozen=True)

@@ -79,8 +79,9 @@ def load_mail(url: str, inboxes: list[tuple[str, str]], workspace_id: str, start
         ids = [pk for pk, _ in inboxes]
         conn.execute(
             "UPDATE inboxes_inbox i SET email_count = c.n, unread_count = c.n, stored_bytes = c.b "
-            "FROM (SELECT inbox_id, count(*) AS n, sum(size) AS b FROM mail_email "
-            "WHERE inbox_id = ANY(%s) GROUP BY inbox_id) c WHERE c.inbox_id = i.id",
+            "FROM (SELECT e.inbox_id, count(*) AS n, sum(pg_column_size(r.content)) AS b "
+            "FROM mail_email e JOIN mail_rawmessage r ON r.email_id = e.id "
+            "WHERE e.inbox_id = ANY(%s) GROUP BY e.inbox_id) c WHERE c.inbox_id = i.id",
             [ids],
         )
         conn.execute("VACUUM ANALYZE mail_email")

@@ -1,14 +1,20 @@
 """Storage figures (issue 30, item 3): every inbox's ``stored_bytes`` (raw messages plus the
-attachments kept apart from them), kept by the receive path and every path that deletes mail, so
-/stats and the overview read counters, never scan. A property test drives random receives (in
+attachments kept apart from them, as the database stores them: after compression on PostgreSQL),
+kept by the receive path and every path that deletes mail, so /stats and the overview read
+counters, never scan. A property test drives random receives (in
 batches, some with attachments stored apart), API deletes, drop_oldest overflow, the retention
 sweep's age limit and inbox purges, and compares each counter with a full recount."""
 
 from __future__ import annotations
 
+import importlib
+import random
+import string
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
+from django.db import connection
 from django.db.models import Sum
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
@@ -18,22 +24,18 @@ from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from mail import pipeline, services
-from mail.models import Attachment, Email, RawMessage
+from mail.models import Attachment, Email
 from tests.conftest import Api
 from tests.mail.messages import PDF, message
+from tests.mail.storage import stored_bytes
 
 pytestmark = pytest.mark.django_db
 
 
 def recount(inbox_id: str) -> tuple[int, int, int]:
-    """(emails, unread, bytes) of an inbox, counted from the rows themselves."""
+    """(emails, unread, bytes stored) of an inbox, counted from the rows themselves."""
     emails = Email.objects.filter(inbox_id=inbox_id)
-    raw = sum(len(bytes(r.content)) for r in RawMessage.objects.filter(email__inbox_id=inbox_id))
-    apart = sum(
-        len(bytes(a.content))
-        for a in Attachment.objects.filter(email__inbox_id=inbox_id, content__isnull=False)
-    )
-    return emails.count(), emails.filter(read=False).count(), raw + apart
+    return emails.count(), emails.filter(read=False).count(), stored_bytes(inbox_id)
 
 
 def counters(inbox_id: str) -> tuple[int, int, int]:
@@ -46,8 +48,16 @@ def raw_of(inbox: Inbox, kind: int, n: int) -> bytes:
         return message(to=inbox.address, subject=f"plain {n}", text="x" * n)
     if kind == 1:  # an attachment read from its span of the raw message: adds nothing
         return message(to=inbox.address, subject=f"pdf {n}", attachments=[("a.pdf", "x/y", PDF)])
-    # Bare CR line endings: no span, so the attachment's bytes are stored apart (and counted).
-    body = "\r".join(["line"] * (n % 7 + 1))
+    if kind == 3:  # over 2 KB and compressible: PostgreSQL keeps it compressed, in its row
+        return message(to=inbox.address, subject=f"long {n}", text="the same line\n" * (300 + n))
+    # Bare CR line endings: no span, so the attachment's bytes are stored apart (and counted);
+    # kind 4 makes them (and the raw message) large and incompressible: stored out of line.
+    letters = random.Random(n)
+    lines = 60 if kind == 4 else n % 7 + 1
+    body = "\r".join(
+        "".join(letters.choices(string.ascii_letters, k=76)) if kind == 4 else "line"
+        for _ in range(lines)
+    )
     return (
         f"To: {inbox.address}\rSubject: cr {n}\rContent-Type: application/x-thing\r\r{body}\r"
     ).encode()
@@ -55,7 +65,7 @@ def raw_of(inbox: Inbox, kind: int, n: int) -> bytes:
 
 operation = st.one_of(
     st.tuples(
-        st.just("receive"), st.integers(0, 2), st.lists(st.integers(0, 2), min_size=1, max_size=4)
+        st.just("receive"), st.integers(0, 2), st.lists(st.integers(0, 4), min_size=1, max_size=4)
     ),
     st.tuples(st.just("delete"), st.integers(0, 2), st.integers(0, 50)),
     st.tuples(st.just("read"), st.integers(0, 2), st.integers(0, 50)),
@@ -138,9 +148,9 @@ def test_stats_and_the_overview_show_bytes_and_the_largest_inboxes(
         {"id": large.pk, "address": large.address, "bytes": sizes[large.pk], "email_count": 2},
         {"id": small.pk, "address": small.address, "bytes": sizes[small.pk], "email_count": 1},
     ]
-    assert Email.objects.filter(workspace=workspace).aggregate(n=Sum("size"))["n"] == sum(
-        sizes.values()
-    )
+    written = Email.objects.filter(workspace=workspace).aggregate(n=Sum("size"))["n"]
+    if connection.vendor == "sqlite":  # nothing compressed: the bytes as written
+        assert written == sum(sizes.values())
 
     from tests.factories import MembershipFactory
 
@@ -148,3 +158,93 @@ def test_stats_and_the_overview_show_bytes_and_the_largest_inboxes(
     page = client.get("/").content.decode()
     assert f'data-stat="storage.bytes" title="{sum(sizes.values())} bytes"' in page
     assert large.address in page and theirs.address not in page
+
+
+def test_a_compressible_message_counts_what_the_database_stores_until_it_goes(
+    api: Api, workspace: Workspace
+) -> None:
+    """A 200 KB message of one repeated line: on PostgreSQL its counter is the few kilobytes
+    TOAST's LZ4 keeps, on SQLite its exact length; deleting it (the API, drop_oldest, the
+    retention sweep, an inbox purge) takes away exactly what receiving it added."""
+    workspace.email_retention_days = 1
+    workspace.save()
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="big")
+    pipeline.receive_one(message(to=inbox.address, subject="small"), to=inbox.address)
+    base = Inbox.objects.get(pk=inbox.pk).stored_bytes
+    assert base == stored_bytes(inbox.pk) > 0
+    big = message(to=inbox.address, subject="big", text="all work and no play\n" * 10_000)
+    assert 200_000 < len(big) < 250_000
+
+    def receive() -> tuple[str, int]:
+        receipt = pipeline.receive_one(big, to=inbox.address)
+        assert receipt.email_id is not None
+        assert Email.objects.get(pk=receipt.email_id).size == len(big)  # the API's figure
+        return receipt.email_id, Inbox.objects.get(pk=inbox.pk).stored_bytes - base
+
+    email_id, added = receive()
+    assert Inbox.objects.get(pk=inbox.pk).stored_bytes == stored_bytes(inbox.pk)
+    if connection.vendor == "postgresql":
+        assert 0 < added < len(big) // 20
+    else:
+        assert added == len(big)
+
+    assert api.call("DELETE", f"emails/{email_id}").status_code == 200
+    assert Inbox.objects.get(pk=inbox.pk).stored_bytes == base
+
+    email_id, again = receive()
+    assert again == added
+    Email.objects.filter(pk=email_id).update(received_at=timezone.now() - timedelta(days=2))
+    assert services.retention_sweep().emails == 1
+    assert counters(inbox.pk) == (1, 1, base) == recount(inbox.pk)
+
+    # drop_oldest: a cap of one, the big message in first; the small one pushes it out.
+    capped = inbox_services.inbox_create(workspace=workspace, local_part="capped", max_emails=1)
+    pipeline.receive_one(big, to=capped.address)
+    assert Inbox.objects.get(pk=capped.pk).stored_bytes == added
+    pipeline.receive_one(message(to=capped.address, subject="small"), to=capped.address)
+    assert counters(capped.pk) == recount(capped.pk)
+
+    receive()
+    assert services.inbox_purge(workspace_id=workspace.pk, inbox_id=inbox.pk)
+    assert api.call("GET", "stats").json()["storage"]["bytes"] == stored_bytes(capped.pk)
+
+
+RECOUNT_MIGRATION = importlib.import_module("mail.migrations.0010_stored_bytes_after_compression")
+
+
+def test_the_migration_recounts_what_was_counted_before_compression(workspace: Workspace) -> None:
+    """Counters kept with the old measure (the bytes as written) are recounted as stored, a
+    batch of inboxes at a time; reversed, the old measure comes back. SQLite's are left as they
+    are: they already are what it stores."""
+    boxes = [inbox_services.inbox_create(workspace=workspace) for _ in range(3)]
+    for n, box in enumerate(boxes):
+        pipeline.receive_many(
+            [pipeline.Incoming(raw_of(box, k, n), "s@x.example", [box.address]) for k in range(5)]
+        )
+    written = {box.pk: written_bytes(box.pk) for box in boxes}
+    for box in boxes:  # as the application counted before
+        Inbox.objects.filter(pk=box.pk).update(stored_bytes=written[box.pk])
+
+    editor = SimpleNamespace(connection=connection)  # what the migration's code uses of one
+    batch = RECOUNT_MIGRATION.BATCH
+    RECOUNT_MIGRATION.BATCH = 2  # more than one batch
+    try:
+        RECOUNT_MIGRATION.forwards(None, editor)
+        after = {box.pk: counters(box.pk)[2] for box in boxes}
+        RECOUNT_MIGRATION.backwards(None, editor)
+        back = {box.pk: counters(box.pk)[2] for box in boxes}
+    finally:
+        RECOUNT_MIGRATION.BATCH = batch
+    assert after == {box.pk: stored_bytes(box.pk) for box in boxes}
+    assert back == written
+    if connection.vendor == "postgresql":  # kinds 3 compress: less than written
+        assert all(after[pk] < written[pk] for pk in after)
+
+
+def written_bytes(inbox_id: str) -> int:
+    """The old measure: raw messages and attachments kept apart, as the application wrote them."""
+    raw = Email.objects.filter(inbox_id=inbox_id).aggregate(n=Sum("size"))["n"] or 0
+    apart = Attachment.objects.filter(email__inbox_id=inbox_id, content__isnull=False).aggregate(
+        n=Sum("size")
+    )["n"]
+    return raw + (apart or 0)
