@@ -10,6 +10,7 @@ shape and cached:
 - :func:`select_rows` reads whole rows of one model with a fixed ``WHERE``, each column still
   converted as the ORM converts it (JSON, for one), into instances as the ORM makes them
   (``Model.from_db``);
+- :func:`insert` stores one new instance as ``save()`` would, by a plain ``INSERT``;
 - :func:`bulk_insert` stores new instances exactly as ``bulk_create`` stores them (each value
   through the field's ``pre_save`` and ``get_db_prep_save``). On PostgreSQL, rows whose primary
   key the caller set (emails, raw bytes, attachments) go in by ``COPY``, which psycopg formats in
@@ -191,6 +192,29 @@ def bulk_insert(model: type[M], objs: Iterable[M], using: str = "default") -> li
                 for obj, (pk,) in zip(chunk, cursor.fetchall(), strict=True):
                     setattr(obj, auto.attname, pk)
     return _saved(objs, using)
+
+
+def insert(obj: M, using: str = "default") -> M:
+    """Inserts one new instance as ``save()`` inserts it (defaults, ``pre_save`` such as
+    ``auto_now``, ``get_db_prep_save``; an auto-incremented key set from ``RETURNING``) in one
+    ``INSERT`` whose text is built once per model, through Django's cursor: recorded as any
+    query, a unique violation raised as Django's ``IntegrityError``. No signals are sent: for
+    models without ``save`` overrides or receivers (a request's single row, e.g. a new inbox,
+    where the ORM's compiler cost more CPU than PostgreSQL spent on the row)."""
+    connection = connections[using]
+    auto, fields = _fields(type(obj))
+    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    sql = _statement(
+        obj._meta.db_table,
+        tuple(f.column for f in fields),
+        1,
+        auto.column if auto is not None else None,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        if auto is not None:
+            setattr(obj, auto.attname, cursor.fetchone()[0])
+    return _saved([obj], using)[0]
 
 
 def _saved(objs: list[M], using: str) -> list[M]:

@@ -15,6 +15,7 @@ from django.utils import timezone
 from apikeys import services as key_services
 from apikeys.audit import Actor
 from apikeys.models import Workspace
+from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import Label
@@ -175,3 +176,25 @@ def test_get_email_is_one_statement(setting: Workspace, api: Api) -> None:
         assert len(body["attachments"]) == (3 if email_id == many else 1)
         reads = [q for q in captured.captured_queries if any(t in q["sql"] for t in tables)]
         assert len(reads) == expected, [q["sql"] for q in reads]
+
+
+def test_create_inbox_is_three_statements(workspace: Workspace, api: Api) -> None:
+    """POST /inboxes {}: the inbox's INSERT, its inbox.created event's INSERT and the webhook
+    endpoints' read (the fan-out hook), nothing else: the new inbox's event chain is empty, so
+    its head is neither read nor locked (events.services.Change.first)."""
+    api.call("POST", "inboxes", {})  # once first: the key's read and its last_used_at write
+    with CaptureQueriesContext(connection) as captured:
+        response = api.call("POST", "inboxes", {})
+    assert response.status_code == 200, response.content
+    statements = [
+        q["sql"]
+        for q in captured.captured_queries
+        if not q["sql"].upper().startswith(("SAVEPOINT", "RELEASE", "BEGIN"))
+    ]
+    assert len(statements) == 3, statements
+    assert statements[0].startswith('INSERT INTO "inboxes_inbox"')
+    assert statements[1].startswith('INSERT INTO "webhooks_event"')
+    assert "webhooks_endpoint" in statements[2]
+    created = Inbox.objects.get(pk=response.json()["id"])
+    first = Event.objects.unscoped().get(inbox_id=created.pk)
+    assert first.type == "inbox.created" and first.prev_id is None

@@ -1,4 +1,4 @@
-"""``config.rows``: ``bulk_insert`` stores exactly what ``QuerySet.bulk_create`` stores and
+"""``config.rows``: ``insert`` stores what ``save()`` stores, ``bulk_insert`` exactly what ``QuerySet.bulk_create`` stores and
 ``select_rows`` reads exactly what the ORM reads, row by row, on the database this run uses
 (PostgreSQL, or SQLite in the embedded pass)."""
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import connection, connections, models, transaction
+from django.db import IntegrityError, connection, connections, models, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
@@ -16,6 +16,7 @@ from config.rows import (
     _binary_types,
     _copy_shape,
     bulk_insert,
+    insert,
     placeholders,
     rows_per_statement,
     select_rows,
@@ -88,6 +89,44 @@ def test_rows_match_bulk_create_for_every_model_of_the_receive_path(workspace: W
     for obj, same, skip in pairs:
         assert obj.pk is not None and not obj._state.adding and obj._state.db == "default"
         assert _row(obj, skip) == _row(same, skip)
+
+
+def _inbox(workspace: Workspace, local: str) -> Inbox:
+    return Inbox(
+        workspace=workspace,
+        address=f"{local}@x.example",
+        local_part=local,
+        domain="x.example",
+        tags=["a", "b"],
+        smtp_faults=[{"stage": "rcpt", "reply": "451 4.7.1 Later"}],
+        expires_at=AT,
+        ttl_minutes=5,
+    )
+
+
+@pytest.mark.django_db
+def test_insert_stores_what_save_stores(workspace: Workspace) -> None:
+    with CaptureQueriesContext(connection) as queries:
+        ours = insert(_inbox(workspace, "ours"))
+    assert len(queries) == 1 and queries[0]["sql"].startswith("INSERT")
+    theirs = _inbox(workspace, "theirs")
+    theirs.save()
+    assert not ours._state.adding and ours._state.db == "default"
+    assert ours.created_at is not None and ours.updated_at is not None  # auto_now(_add)
+    skip = ("id", "address", "local_part", "created_at", "updated_at")
+    assert _row(ours, skip) == _row(theirs, skip)
+    assert _row(ours)["created_at"] == ours.created_at
+    # An auto-incremented key comes back.
+    event = insert(Event(workspace_id=workspace.pk, type="inbox.created", data={"n": 1}))
+    assert Event.objects.unscoped().get(pk=event.pk).data == {"n": 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_insert_raises_djangos_integrity_error(workspace: Workspace) -> None:
+    insert(_inbox(workspace, "taken"))
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert(_inbox(workspace, "taken"))
+    assert Inbox.objects.filter(address="taken@x.example").count() == 1
 
 
 @pytest.mark.django_db
