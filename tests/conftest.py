@@ -13,8 +13,8 @@ from rest_framework.test import APIClient
 from apikeys import services as key_services
 from apikeys.audit import Actor
 from apikeys.models import Workspace
-from tests.dns_server import DnsServer
 from tests import flush
+from tests.dns_server import DnsServer
 from tests.factories import WorkspaceFactory
 
 # A runner that started the suite with SIGINT ignored (a shell's `&`, some CI runners) passes that

@@ -142,6 +142,7 @@ def _rows(inboxes: list[tuple[str, str]], workspace_id: str, start: int, count: 
                     "f",
                     received,
                     received,
+                    json.dumps([address]),
                 ]
             )
             + "\n"
@@ -153,7 +154,7 @@ COLUMNS = (
     "id, workspace_id, inbox_id, message_id, envelope_from, envelope_to, from_address, "
     'from_name, "to", cc, reply_to, subject, text, html, headers, preview, search_text, size, '
     'in_reply_to, "references", extracted, defects, has_attachments, read, starred, '
-    "received_at, announced_at"
+    "received_at, announced_at, envelope_recipients"
 )
 
 
