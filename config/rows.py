@@ -37,6 +37,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from django.db import connections, models
+from django.db.models import signals
 
 from config.django_adapter import bulk_batch_size, column_converters, driver_cursor
 
@@ -200,7 +201,16 @@ def insert(obj: M, using: str = "default") -> M:
     ``INSERT`` whose text is built once per model, through Django's cursor: recorded as any
     query, a unique violation raised as Django's ``IntegrityError``. No signals are sent: for
     models without ``save`` overrides or receivers (a request's single row, e.g. a new inbox,
-    where the ORM's compiler cost more CPU than PostgreSQL spent on the row)."""
+    where the ORM's compiler cost more CPU than PostgreSQL spent on the row). A model that has
+    them gets ``save()`` itself, so a receiver added later is never skipped."""
+    model = type(obj)
+    if (
+        model.save is not models.Model.save
+        or signals.pre_save.has_listeners(model)
+        or signals.post_save.has_listeners(model)
+    ):
+        obj.save(force_insert=True, using=using)
+        return obj
     connection = connections[using]
     auto, fields = _fields(type(obj))
     params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]

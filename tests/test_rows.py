@@ -263,3 +263,29 @@ def test_a_column_type_without_a_binary_dumper_keeps_the_text_format() -> None:
     fields = [models.CharField(max_length=5), models.DecimalField(max_digits=5, decimal_places=2)]
     assert _binary_types(fields, connection) is None
     assert _binary_types(fields[:1], connection) == ["varchar"]
+
+
+def test_insert_of_a_model_with_receivers_is_a_save(workspace: Workspace) -> None:
+    """``insert`` skips the ORM's signals only where nobody listens: a receiver connected to the
+    model (as a later feature might) is called, and the row is stored."""
+    from django.db.models.signals import post_save
+
+    heard: list[str] = []
+
+    def receiver(sender: type, instance: Inbox, created: bool, **kwargs: Any) -> None:
+        heard.append(instance.address if created else "")
+
+    post_save.connect(receiver, sender=Inbox)
+    try:
+        inbox = insert(
+            Inbox(
+                workspace=workspace,
+                address="heard@pigeonhole.test",
+                local_part="heard",
+                domain="pigeonhole.test",
+            )
+        )
+    finally:
+        post_save.disconnect(receiver, sender=Inbox)
+    assert heard == ["heard@pigeonhole.test"]
+    assert Inbox.objects.filter(pk=inbox.pk).exists()
