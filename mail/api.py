@@ -219,7 +219,15 @@ class EmailAttachmentApi(APIView):
     @extend_schema(
         operation_id="getEmailAttachment",
         summary="Download an attachment",
-        responses={(200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY)},
+        # `*/*`: the response carries the type the sender declared (image/png, text/calendar,
+        # ...), application/octet-stream only when it declared none.
+        responses={
+            (200, "*/*"): OpenApiResponse(
+                OpenApiTypes.BINARY,
+                description="The attachment's bytes, with the content type its sender declared "
+                "(`application/octet-stream` when none).",
+            )
+        },
         description="The attachment's bytes with its content type, as a download.",
     )
     def get(self, request: Request, email_id: str, attachment_id: str) -> HttpResponse:

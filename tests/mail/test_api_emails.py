@@ -225,3 +225,23 @@ def test_another_workspace_sees_nothing(api: Api, other_api: Api, inbox: Inbox) 
         404,
         "not_found",
     )
+
+
+def test_attachment_download_type_is_documented(api: Api, inbox: Inbox) -> None:
+    """The download answers with the sender's declared type, and the OpenAPI allows it.
+
+    The schema fuzzer found an image/png download against a document that promised only
+    application/octet-stream (schemathesis ST105).
+    """
+    email_id = deliver(inbox, attachments=[("dot.png", "image/png", b"\x89PNG\r\n\x1a\n")])
+    attachment_id = Attachment.objects.get(email_id=email_id).pk
+    response = api.call("GET", f"emails/{email_id}/attachments/{attachment_id}")
+    assert response.status_code == 200
+    served = response["Content-Type"].split(";")[0]
+    assert served == "image/png"
+    operation = api.get("/api/openapi.json").json()["paths"][
+        "/api/v1/emails/{email_id}/attachments/{attachment_id}"
+    ]["get"]
+    documented = operation["responses"]["200"]["content"]
+    kind = served.split("/")[0]
+    assert {served, f"{kind}/*", "*/*"} & set(documented), documented
