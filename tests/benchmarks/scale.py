@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import io
 import json
 import os
@@ -77,18 +78,27 @@ MEDIUM = "zeppelin"  # in ~1 % of subjects
 RARE_CODE = "918273"  # in exactly one subject
 BODY_MEDIUM = "quokka"  # in ~1 % of text bodies, past the preview
 BODY_RARE = "xylophonist"  # in exactly one text body, past the preview
-_VOCABULARY = [
-    "".join(random.Random(n).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(3 + n % 8))
-    for n in range(2000)
-]
-_PARAGRAPHS = [
-    " ".join(random.Random(-n).choice(_VOCABULARY) for _ in range(110))[:800] for n in range(1000)
-]
+
+
+@functools.cache
+def _paragraphs() -> list[str]:
+    """A thousand 800-character paragraphs of made-up words, the same in every run. Built at
+    the first load, not at import: the suite imports this module (tests/test_bench_loaders.py)
+    and its 110,000 seeded draws were 1.3 s of every test run's collection."""
+    vocabulary = [
+        "".join(random.Random(n).choice("abcdefghijklmnopqrstuvwxyz") for _ in range(3 + n % 8))
+        for n in range(2000)
+    ]
+    return [
+        " ".join(random.Random(-n).choice(vocabulary) for _ in range(110))[:800]
+        for n in range(1000)
+    ]
 
 
 def _rows(inboxes: list[tuple[str, str]], workspace_id: str, start: int, count: int) -> io.BytesIO:
     """``count`` emails as COPY text rows (tab-separated, ``\\N`` for null)."""
     rnd = random.Random(start)
+    paragraphs = _paragraphs()
     out = io.StringIO()
     base = time.time() - 30 * 86400
     for n in range(start, start + count):
@@ -100,7 +110,7 @@ def _rows(inboxes: list[tuple[str, str]], workspace_id: str, start: int, count: 
             code = RARE_CODE
         extra = f" {MEDIUM}" if rnd.random() < 0.01 else ""
         subject = f"{words.capitalize()} {code}{extra}"
-        paragraph = _PARAGRAPHS[rnd.randrange(len(_PARAGRAPHS))]
+        paragraph = paragraphs[rnd.randrange(len(paragraphs))]
         body_word = ""
         if rnd.random() < 0.01:
             body_word = f" {BODY_MEDIUM}"

@@ -8,10 +8,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from typing import Any
-
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from typing import TYPE_CHECKING, Any
 
 from apikeys import services as key_services
 from apikeys.audit import Actor
@@ -19,13 +16,16 @@ from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.client.conftest import client_env, send_mail
 from tests.live import ROOT, Stack
-from tests.outbox.mcp.conftest import error_of
+from tests.outbox.mcp.conftest import error_of, stdio_params, stdio_session
+
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
 
 
 def bridge(stack: Stack, key: str, *args: str) -> StdioServerParameters:
     """``pigeonhole mcp`` as a client's configuration names it (``python -m pigeonhole_client``
     is what the console script runs), URL and key from the environment."""
-    return StdioServerParameters(
+    return stdio_params(
         command=sys.executable,
         args=["-m", "pigeonhole_client", "mcp", *args],
         env=client_env(stack, key),
@@ -49,7 +49,7 @@ def test_tools_inbox_and_the_code_through_the_bridge(
         progress.append((value, total, note))
 
     async def run() -> tuple[Any, ...]:
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        async with stdio_session(params) as client:
             await client.initialize()
             names = {tool.name for tool in (await client.list_tools()).tools}
             created = await client.call_tool("create_inbox", {"local_part": "bridged"})
@@ -98,7 +98,7 @@ def test_a_read_key_sending_is_forbidden_and_approval_is_pending(
 
     async def call(key: str) -> Any:
         params = bridge(stack, key)
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        async with stdio_session(params) as client:
             await client.initialize()
             return await client.call_tool("send_email", mail)
 

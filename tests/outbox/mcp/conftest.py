@@ -1,5 +1,10 @@
 """Fixtures of the MCP server tests: a live stack and the official MCP client (``mcp``'s
-``ClientSession`` over its streamable HTTP client) talking to ``/mcp`` with a bearer key."""
+``ClientSession`` over its streamable HTTP client) talking to ``/mcp`` with a bearer key, and
+the same client over stdio.
+
+The SDK is imported where a session opens, not at the top: it takes about a second to import, and
+every pytest-xdist worker imports every test module while it collects, while ``make test-fast``
+runs none of these live tests."""
 
 from __future__ import annotations
 
@@ -7,14 +12,15 @@ import contextlib
 import json
 import smtplib
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.live import Stack
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +35,10 @@ def stack(django_db_setup: None, django_db_blocker) -> Iterator[Stack]:  # type:
 @contextlib.asynccontextmanager
 async def session(url: str, key: str | None) -> AsyncIterator[ClientSession]:
     """An initialized MCP client session on ``url`` (``…/mcp``) with ``key`` as bearer."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with (
         create_mcp_http_client(headers=headers) as http,
@@ -36,6 +46,23 @@ async def session(url: str, key: str | None) -> AsyncIterator[ClientSession]:
         ClientSession(read, write) as client,
     ):
         await client.initialize()
+        yield client
+
+
+def stdio_params(**kwargs: Any) -> StdioServerParameters:
+    """How the official client starts a stdio server (command, args, env, cwd)."""
+    from mcp.client.stdio import StdioServerParameters
+
+    return StdioServerParameters(**kwargs)
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(params: StdioServerParameters) -> AsyncIterator[ClientSession]:
+    """A client session (not yet initialized) on the stdio server ``params`` starts."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
         yield client
 
 

@@ -7,11 +7,10 @@ import asyncio
 import subprocess
 import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import connection
 from django.utils import timezone
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from apikeys import services as key_services
 from apikeys.audit import Actor
@@ -19,12 +18,15 @@ from apikeys.models import Workspace
 from inboxes import services as inbox_services
 from tests.live import ROOT, Stack, child_env
 from tests.mail.messages import message
-from tests.outbox.mcp.conftest import error_of, smtp_send
+from tests.outbox.mcp.conftest import error_of, smtp_send, stdio_params, stdio_session
+
+if TYPE_CHECKING:
+    from mcp.client.stdio import StdioServerParameters
 
 
 def server_params(key: str) -> StdioServerParameters:
     env = child_env(connection.settings_dict["NAME"])
-    return StdioServerParameters(
+    return stdio_params(
         command=sys.executable,
         args=["manage.py", "mcp", "--key", key, "--base-url", "http://pigeonhole.example"],
         env=env,
@@ -42,10 +44,7 @@ def test_stdio_tools_and_the_code_in_one_call(
     params = server_params(key)
 
     async def run() -> tuple:
-        async with (
-            stdio_client(params) as (read, write),
-            ClientSession(read, write) as client,
-        ):
+        async with stdio_session(params) as client:
             await client.initialize()
             names = {tool.name for tool in (await client.list_tools()).tools}
             getting = asyncio.create_task(
@@ -97,10 +96,7 @@ def test_the_keys_rate_limit_is_a_rate_limited_tool_error_with_the_retry_time(
     params.env["RATE_LIMIT_PER_MINUTE"] = "3"  # the start-up check is the first
 
     async def run() -> list:
-        async with (
-            stdio_client(params) as (read, write),
-            ClientSession(read, write) as client,
-        ):
+        async with stdio_session(params) as client:
             await client.initialize()
             # six: even if a minute window ends in between, one window sees more than three
             return [await client.call_tool("list_inboxes", {}) for _ in range(6)]
