@@ -8,8 +8,6 @@ timeout forever, so the whole exchange runs as one asyncio task cancelled at the
 from __future__ import annotations
 
 import asyncio
-import functools
-import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 
+from config.tls import client_context
 from webhooks.targets import Target, TargetRefused, resolve
 
 # httpx is imported by the functions that send: every process imports this module (the webhook
@@ -27,15 +26,6 @@ from webhooks.targets import Target, TargetRefused, resolve
 
 USER_AGENT = "Pigeonhole-Webhooks/1.0"
 EXCERPT_BYTES = 1000
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """One verifying TLS context per process: loading the CA bundle each time would cost more
-    than the rest of a delivery."""
-    import httpx
-
-    return httpx.create_ssl_context()
 
 
 @dataclass(frozen=True)
@@ -128,7 +118,10 @@ async def _exchange(
         "Content-Type": "application/json",
     }
     async with httpx.AsyncClient(
-        timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False, verify=_tls()
+        timeout=httpx.Timeout(timeout),
+        follow_redirects=False,
+        trust_env=False,
+        verify=client_context(),
     ) as client:
         request = client.build_request(
             "POST",

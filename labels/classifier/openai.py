@@ -44,6 +44,7 @@ from typing import Any
 
 import httpx
 
+from config.tls import client_context
 from labels.classifier.base import EmailFacts, Example, Verdict
 
 logger = logging.getLogger(__name__)
@@ -118,7 +119,9 @@ class OpenAIBackend:
         self.api_key = api_key
         self.timeout = timeout
         self._owns_client = client is None
-        self.client = client if client is not None else httpx.Client(timeout=timeout)
+        self.client = (
+            client if client is not None else httpx.Client(timeout=timeout, verify=client_context())
+        )
 
     def close(self) -> None:
         """Closes the HTTP client if this backend created it (a client passed in is left open)."""
