@@ -7,6 +7,7 @@ from django.contrib.auth import password_validation
 from django.contrib.auth.forms import AuthenticationForm
 
 from apikeys.models import MAX_AGE_DAYS, MAX_GRACE_HOURS, KeyKind, Role, Scope
+from config.forms import DashboardForm
 
 
 class EmailAuthenticationForm(AuthenticationForm):
@@ -26,20 +27,19 @@ class EmailAuthenticationForm(AuthenticationForm):
         return self.cleaned_data["username"].strip().lower()
 
 
-class MemberInviteForm(forms.Form):
+class MemberInviteForm(DashboardForm):
     """Invites a person by e-mail with a role; they choose their own password (or sign in)."""
 
     email = forms.EmailField(label="E-mail", widget=forms.EmailInput(attrs={"autocomplete": "off"}))
     role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.MEMBER)
 
     def __init__(self, *args: object, can_grant_owner: bool = True, **kwargs: object) -> None:
-        kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         if not can_grant_owner:
             self.fields["role"].choices = [c for c in Role.choices if c[0] != Role.OWNER]
 
 
-class InvitationPasswordForm(forms.Form):
+class InvitationPasswordForm(DashboardForm):
     """The invitee's own password, typed twice; Django's password validators apply."""
 
     password = forms.CharField(
@@ -53,10 +53,6 @@ class InvitationPasswordForm(forms.Form):
         strip=False,
         widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
     )
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def clean(self) -> dict[str, object]:
         data = super().clean() or {}
@@ -86,7 +82,7 @@ KIND_HELP = (
 )
 
 
-class KeyCreateForm(forms.Form):
+class KeyCreateForm(DashboardForm):
     """The dashboard's face of POST /keys: the same fields, defaults and limits as the API."""
 
     name = forms.CharField(
@@ -121,10 +117,6 @@ class KeyCreateForm(forms.Form):
         help_text="1 to 3650 days. Leave empty for a key that never expires.",
     )
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()
         if not name:
@@ -138,17 +130,13 @@ class KeyApprovalForm(forms.Form):
     require_approval = forms.BooleanField(required=False)
 
 
-class WorkspaceDeleteForm(forms.Form):
+class WorkspaceDeleteForm(DashboardForm):
     """Deleting a workspace: its name, typed again."""
 
     confirm = forms.CharField(label="Type the workspace's name to confirm", max_length=200)
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
-
-class WorkspaceSettingsForm(forms.Form):
+class WorkspaceSettingsForm(DashboardForm):
     """The workspace's own settings (``max_inboxes`` is the operator's and not here)."""
 
     name = forms.CharField(label="Workspace name", max_length=200)
@@ -193,10 +181,6 @@ class WorkspaceSettingsForm(forms.Form):
         required=False,
         help_text="Older entries are deleted by a daily sweep (empty: unchanged).",
     )
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def clean_name(self) -> str:
         name = self.cleaned_data["name"].strip()

@@ -15,6 +15,7 @@ from django import forms
 from apikeys.models import Workspace
 from config.api.errors import flatten_issues
 from config.api.inputs import LINE_BREAKING
+from config.forms import DashboardForm
 from inboxes.models import Overflow
 from inboxes.selectors import domain_list
 from inboxes.serializers import InboxCreateIn, InboxUpdateIn
@@ -46,7 +47,7 @@ class InboxSearchForm(forms.Form):
         return self.cleaned_data["q"].strip(), self.cleaned_data["status"] or "active"
 
 
-class InboxCreateForm(forms.Form):
+class InboxCreateForm(DashboardForm):
     local_part = forms.CharField(
         required=False,
         max_length=64,
@@ -103,7 +104,6 @@ class InboxCreateForm(forms.Form):
     )
 
     def __init__(self, *args: Any, workspace: Workspace, **kwargs: Any) -> None:
-        kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         self.workspace = workspace
         self.fields["domain"].choices = [
@@ -172,11 +172,7 @@ class InboxLifetimeForm(forms.Form):
     permanent = forms.BooleanField(required=False)
 
 
-class DomainAddForm(forms.Form):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)
-
+class DomainAddForm(DashboardForm):
     domain = forms.CharField(
         max_length=253,
         label="Domain",

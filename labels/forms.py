@@ -15,6 +15,7 @@ from django import forms
 
 from config.api.errors import flatten_issues
 from config.api.parsers import loads
+from config.forms import DashboardForm
 from labels.models import Color
 from labels.serializers import LabelCreateIn, LabelUpdateIn
 
@@ -43,7 +44,7 @@ def rule_issue_text(path: str, message: str) -> str:
     return f"{where}: {message} ({path})"
 
 
-class LabelForm(forms.Form):
+class LabelForm(DashboardForm):
     """Create (with ``key``) or edit (without) a label."""
 
     key = forms.CharField(
@@ -90,7 +91,6 @@ class LabelForm(forms.Form):
     )
 
     def __init__(self, *args: Any, creating: bool = True, **kwargs: Any) -> None:
-        kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         self.creating = creating
         if not creating:

@@ -12,6 +12,7 @@ from typing import Any
 
 from django import forms
 
+from config.forms import DashboardForm
 from outbox.models import OutboxItem
 
 
@@ -75,7 +76,7 @@ class RejectForm(forms.Form):
     )
 
 
-class AgentKeyForm(forms.Form):
+class AgentKeyForm(DashboardForm):
     """The "Connect an agent" page's key: an ``agent`` key with the scopes an agent needs, and
     its mail behind approval unless the person creating it says otherwise."""
 
@@ -100,7 +101,3 @@ class AgentKeyForm(forms.Form):
         initial=True,
         help_text="Recommended: received mail can tell the agent to send things (docs/agents.md).",
     )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("label_suffix", "")
-        super().__init__(*args, **kwargs)

@@ -255,6 +255,7 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
             item.add_marker(pytest.mark.browser)
         if _is_live(item):
             item.add_marker(pytest.mark.live)
+    _longest_first(items)
     sqlite = settings.DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
     if not (embedded() or sqlite):
         return
@@ -265,6 +266,34 @@ def pytest_collection_modifyitems(config, items) -> None:  # type: ignore[no-unt
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
         _NOT_EMBEDDED.extend(item.nodeid for item in drop)
+
+
+# The modules whose tests take longest in make test (seconds of one pass, .ci/run's durations),
+# longest first. pytest-xdist's worksteal scheduler hands each worker a contiguous half of the
+# collection and an idle worker steals from the end of another's queue, so a test that takes
+# minutes and comes late in the order (the schema fuzzer: 280 s, under tests/security/) was the
+# pass's last few minutes on one worker while the other had nothing left. Whole modules move, so
+# their module-scoped live stacks still start once; the order within them is kept. A module
+# missing from this list is only scheduled later, never left out.
+LONGEST_FIRST = (
+    "tests/security/test_schema_fuzz.py",  # 280 s
+    "tests/security/browser/test_hostile_html.py",  # 100 s
+    "tests/security/test_tenancy.py",  # 70 s, 45 of them the foreign-events matrix
+    "tests/security/test_hostile_mail.py",  # 40 s
+    "tests/chaos/test_smtp_crash.py",  # 34 s
+    "tests/security/test_mass_assignment.py",  # 37 s
+    "tests/security/test_smtp_limits.py",  # 20 s
+    "tests/chaos/test_approval_gate.py",  # 18 s
+    "tests/chaos/test_webhook_kills.py",  # 18 s
+    "tests/mail/test_parsing_differential.py",  # 18 s
+)
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    """Moves the tests of ``LONGEST_FIRST``'s modules to the front, in that order (stable)."""
+    rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
+    last = len(LONGEST_FIRST)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], last))
 
 
 # Under pytest-xdist (make test, make test-fast) the workers collect, deselect and record figures;

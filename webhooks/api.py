@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from apikeys.audit import actor_of
-from apikeys.models import Workspace
 from config.api.pagination import page_response
 from config.api.query import parse_query
 from config.api.schema import DeletedOut, link, page_of
@@ -26,14 +23,6 @@ from webhooks.serializers import (
 )
 
 _NEW = "$response.body#/id"
-
-
-def _filters(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
-    if "inbox_ids" in data:
-        data["inbox_ids"] = selectors.inbox_ids_resolve(workspace, data["inbox_ids"])
-    if "label_keys" in data:
-        data["label_keys"] = selectors.label_keys_check(workspace, data["label_keys"])
-    return data
 
 
 class EndpointsApi(APIView):
@@ -79,7 +68,7 @@ class EndpointsApi(APIView):
         endpoint, secret = services.endpoint_create(
             workspace=workspace,
             by=actor_of(request),
-            **_filters(workspace, dict(body.validated_data)),
+            **selectors.endpoint_filters_check(workspace, dict(body.validated_data)),
         )
         return Response({**EndpointOut(endpoint).data, "secret": secret})
 
@@ -105,7 +94,7 @@ class EndpointApi(APIView):
         endpoint = services.endpoint_update(
             endpoint=endpoint,
             by=actor_of(request),
-            **_filters(workspace, dict(body.validated_data)),
+            **selectors.endpoint_filters_check(workspace, dict(body.validated_data)),
         )
         return Response(EndpointOut(endpoint).data)
 

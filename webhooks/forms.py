@@ -12,6 +12,7 @@ from typing import Any
 from django import forms
 
 from config.api.errors import flatten_issues
+from config.forms import DashboardForm
 from webhooks.serializers import EndpointCreateIn, EndpointUpdateIn
 from webhooks.services import WEBHOOK_EVENTS
 
@@ -28,7 +29,7 @@ EVENT_HELP = {
 }
 
 
-class EndpointForm(forms.Form):
+class EndpointForm(DashboardForm):
     url = forms.CharField(
         label="URL",
         max_length=2000,
@@ -70,7 +71,6 @@ class EndpointForm(forms.Form):
         creating: bool = True,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("label_suffix", "")
         super().__init__(*args, **kwargs)
         self.creating = creating
         self.fields["inbox_ids"].choices = inboxes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.utils import timezone
@@ -72,6 +73,17 @@ def label_keys_check(workspace: Workspace, keys: list[str]) -> list[str]:
             ],
         )
     return list(dict.fromkeys(keys))
+
+
+def endpoint_filters_check(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
+    """An endpoint's fields with its filters checked against the workspace, as the API and the
+    dashboard both take them: ``inbox_ids`` as ids (given as ids or addresses of its inboxes),
+    ``label_keys`` as keys of its labels; anything else is a validation error."""
+    if "inbox_ids" in data:
+        data["inbox_ids"] = inbox_ids_resolve(workspace, data["inbox_ids"])
+    if "label_keys" in data:
+        data["label_keys"] = label_keys_check(workspace, data["label_keys"])
+    return data
 
 
 def endpoint_list_with_last_delivery(workspace: Workspace) -> QuerySet[Endpoint]:

@@ -48,15 +48,6 @@ def _form(workspace: Workspace, *args: Any, **kwargs: Any) -> EndpointForm:
     )
 
 
-def _filters(workspace: Workspace, data: dict[str, Any]) -> dict[str, Any]:
-    """The same filter checks as the API (inboxes and labels of this workspace)."""
-    if "inbox_ids" in data:
-        data["inbox_ids"] = selectors.inbox_ids_resolve(workspace, data["inbox_ids"])
-    if "label_keys" in data:
-        data["label_keys"] = selectors.label_keys_check(workspace, data["label_keys"])
-    return data
-
-
 def _issues_to_form(form: EndpointForm, error: ApiError) -> None:
     if error.issues:
         for issue in error.issues:
@@ -87,7 +78,9 @@ def webhook_new(request: HttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             endpoint, secret = services.endpoint_create(
-                workspace=workspace, by=actor_of(request), **_filters(workspace, form.validated)
+                workspace=workspace,
+                by=actor_of(request),
+                **selectors.endpoint_filters_check(workspace, form.validated),
             )
         except ApiError as error:
             _issues_to_form(form, error)
@@ -149,7 +142,9 @@ def webhook_edit(request: HttpRequest, endpoint_id: str) -> HttpResponse:
     if form.is_valid():
         try:
             services.endpoint_update(
-                endpoint=endpoint, by=actor_of(request), **_filters(workspace, form.validated)
+                endpoint=endpoint,
+                by=actor_of(request),
+                **selectors.endpoint_filters_check(workspace, form.validated),
             )
         except ApiError as error:
             _issues_to_form(form, error)
