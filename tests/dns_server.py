@@ -45,6 +45,10 @@ class DnsServer:
     def __init__(self) -> None:
         self.records: dict[str, list[str]] = {}
         self.failing: set[str] = set()
+        # > 0: "no such name" and "no such record" answers carry an SOA record with this TTL
+        # and MINIMUM in their authority section, as a real zone's do (RFC 2308), so resolvers
+        # may keep them that long; 0 (the default): no SOA, nothing to keep them by.
+        self.negative_ttl = 0
         self._stopping = False
         self.queries: list[tuple[str, str]] = []  # (name, type), in order
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -92,6 +96,12 @@ class DnsServer:
             quoted = [_quoted(v) for v in self.records[name]]
             response.answer.append(
                 dns.rrset.from_text_list(question.name, 60, dns.rdataclass.IN, "TXT", quoted)
+            )
+        if self.negative_ttl and not response.answer and response.rcode() != dns.rcode.SERVFAIL:
+            ttl = self.negative_ttl
+            soa = f"ns.test. hostmaster.test. 1 3600 600 86400 {ttl}"
+            response.authority.append(
+                dns.rrset.from_text(question.name, ttl, dns.rdataclass.IN, "SOA", soa)
             )
         return response.to_wire()
 

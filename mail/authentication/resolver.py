@@ -63,6 +63,26 @@ def _resolver() -> dns.resolver.Resolver:
     return resolver  # type: ignore[return-value]
 
 
+def _keep(key: tuple[str, str], records: list[object], ttl: float) -> None:
+    """Keeps an answer (an empty list: no such name or record) for ``ttl`` seconds."""
+    if ttl > 0:
+        if len(_answers) >= CACHE_SIZE:
+            _answers.clear()
+        _answers[key] = (time.monotonic() + ttl, records)
+
+
+def _negative_ttl(error: dns.resolver.NXDOMAIN) -> float:
+    """How long "no such name" may be kept (RFC 2308): the smaller of the TTL and the MINIMUM
+    of the SOA record in the answer's authority section; 0 (not kept) without one. Unsigned
+    mail from a domain without SPF or DMARC records asks for such names with every message,
+    and a lookup that is not kept cannot be answered on the SMTP server's event loop."""
+    for response in error.responses().values():
+        for rrset in getattr(response, "authority", ()):
+            if rrset.rdtype == dns.rdatatype.SOA and len(rrset):
+                return float(min(rrset.ttl, rrset[0].minimum))  # type: ignore[attr-defined]
+    return 0.0
+
+
 @dataclass
 class Lookups:
     """The DNS of one message's checks, bounded by ``deadline`` (``time.monotonic()``)."""
@@ -105,7 +125,8 @@ class Lookups:
                 search=False,
                 raise_on_no_answer=False,
             )
-        except dns.resolver.NXDOMAIN:
+        except dns.resolver.NXDOMAIN as error:
+            _keep(key, [], _negative_ttl(error))
             return []
         except (dns.exception.DNSException, OSError, ValueError) as error:
             if len(_unanswered) > CACHE_SIZE:
@@ -113,11 +134,7 @@ class Lookups:
             _unanswered[key] = time.monotonic() + UNANSWERED_SECONDS
             raise self._unanswered(key, type(error).__name__) from None
         records = list(answer.rrset or ())
-        ttl = answer.expiration - time.time()
-        if ttl > 0:
-            if len(_answers) >= CACHE_SIZE:
-                _answers.clear()
-            _answers[key] = (time.monotonic() + ttl, records)
+        _keep(key, records, answer.expiration - time.time())
         return records
 
     def _unanswered(self, key: tuple[str, str], why: str) -> Unanswered:

@@ -12,7 +12,7 @@ import pytest
 
 from mail import authentication
 from mail.authentication import dmarc
-from mail.authentication.resolver import forget_unanswered
+from mail.authentication.resolver import NotCached, forget_answers, forget_unanswered
 from tests.dns_server import DnsServer
 from tests.mail.authmail import arc_seal, fresh_domain, plain, publish_key, sign
 
@@ -352,3 +352,46 @@ def test_a_check_from_the_cache_alone_stops_at_the_first_lookup_not_kept(
     assert authentication.check(raw, **facts, budget=2.0, cached_only=True) == verdict
     assert len(dns_server.queries) == asked  # nothing asked
     assert verdict["dmarc"]["result"] == "pass"
+
+
+# --- the resolver's cache -----------------------------------------------------------------------
+
+
+def test_no_such_name_is_kept_for_its_soa_minimum_and_not_without_one(
+    dns_server: DnsServer, domain: str
+) -> None:
+    """A domain without SPF or DMARC records: its "no such name" answers are kept as long as the
+    zone's SOA says (RFC 2308), so the next message's checks are answered from the cache, on the
+    SMTP server's event loop; an answer without an SOA is not kept. Before, NXDOMAIN was never
+    kept: every unsigned message from such a domain asked the nameserver again, from a thread."""
+    raw = plain(sender=f"a@{domain}", to=TO)
+
+    def cached_check(mail_from: str) -> dict:
+        return authentication.check(
+            raw,
+            client_ip="127.0.0.1",
+            helo="mx.test",
+            mail_from=mail_from,
+            budget=2.0,
+            cached_only=True,
+        )
+
+    assert check(raw, mail_from=f"a@{domain}")["spf"]["result"] == "none"
+    with pytest.raises(NotCached):
+        cached_check(f"a@{domain}")  # no SOA in the answers: nothing kept
+
+    dns_server.negative_ttl = 300
+    try:
+        other = fresh_domain()
+        raw = plain(sender=f"a@{other}", to=TO)
+        asked = len(dns_server.queries)
+        first = check(raw, mail_from=f"a@{other}")
+        assert len(dns_server.queries) > asked  # the first message asks
+        asked = len(dns_server.queries)
+        again = cached_check(f"a@{other}")  # raised NotCached before the fix
+        assert len(dns_server.queries) == asked  # the second is answered from the cache
+        assert again == first and again["spf"]["result"] == "none"
+        assert again["dmarc"]["result"] == "none"
+    finally:
+        dns_server.negative_ttl = 0
+        forget_answers()
