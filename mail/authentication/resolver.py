@@ -26,6 +26,9 @@ from django.conf import settings
 from inboxes.verification import parse_resolver
 
 UNANSWERED_SECONDS = 30.0
+# "No such name" is kept at most this long, whatever the zone's SOA allows (often a day): a
+# user who publishes SPF or DMARC records and sends a test message a minute later expects them.
+NEGATIVE_MAX_SECONDS = 300.0
 CACHE_SIZE = 10_000
 
 
@@ -73,13 +76,15 @@ def _keep(key: tuple[str, str], records: list[object], ttl: float) -> None:
 
 def _negative_ttl(error: dns.resolver.NXDOMAIN) -> float:
     """How long "no such name" may be kept (RFC 2308): the smaller of the TTL and the MINIMUM
-    of the SOA record in the answer's authority section; 0 (not kept) without one. Unsigned
+    of the SOA record in the answer's authority section, at most ``NEGATIVE_MAX_SECONDS``;
+    0 (not kept) without one. Unsigned
     mail from a domain without SPF or DMARC records asks for such names with every message,
     and a lookup that is not kept cannot be answered on the SMTP server's event loop."""
     for response in error.responses().values():
         for rrset in getattr(response, "authority", ()):
             if rrset.rdtype == dns.rdatatype.SOA and len(rrset):
-                return float(min(rrset.ttl, rrset[0].minimum))  # type: ignore[attr-defined]
+                ttl = min(rrset.ttl, rrset[0].minimum)  # type: ignore[attr-defined]
+                return float(min(ttl, NEGATIVE_MAX_SECONDS))
     return 0.0
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from mail import authentication
-from mail.authentication import dmarc
+from mail.authentication import dmarc, resolver
 from mail.authentication.resolver import NotCached, forget_answers, forget_unanswered
 from tests.dns_server import DnsServer
 from tests.mail.authmail import arc_seal, fresh_domain, plain, publish_key, sign
@@ -392,6 +392,15 @@ def test_no_such_name_is_kept_for_its_soa_minimum_and_not_without_one(
         assert len(dns_server.queries) == asked  # the second is answered from the cache
         assert again == first and again["spf"]["result"] == "none"
         assert again["dmarc"]["result"] == "none"
+
+        # A zone that allows a day is kept NEGATIVE_MAX_SECONDS at most: records published
+        # after a first test message count a few minutes later, not tomorrow.
+        dns_server.negative_ttl = 86_400
+        third = fresh_domain()
+        check(plain(sender=f"a@{third}", to=TO), mail_from=f"a@{third}")
+        expiry, records = resolver._answers[(third, "TXT")]
+        assert records == []
+        assert expiry - time.monotonic() <= 300  # NEGATIVE_MAX_SECONDS, not the SOA's day
     finally:
         dns_server.negative_ttl = 0
         forget_answers()
