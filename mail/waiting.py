@@ -70,8 +70,8 @@ from labels.exceptions import UnknownLabel
 from labels.models import EmailLabel, Label
 from mail.message.htmltext import html_to_text
 from mail.models import Email
-from mail.selectors import email_get
-from mail.serializers import EmailOut, LinkOut
+from mail.selectors import email_record
+from mail.serializers import LinkOut, email_record_out
 
 logger = logging.getLogger(__name__)
 
@@ -391,8 +391,10 @@ class Progress:
 
 
 def _record(workspace: Workspace, email_id: str) -> dict | None:
+    """The email as getEmail writes it, by getEmail's one-statement read (the ORM's three
+    statements and its prefetch left reference cycles for the garbage collector per answer)."""
     try:
-        return EmailOut(email_get(workspace, email_id)).data
+        return email_record_out(email_record(workspace, email_id))
     except ApiError:
         return None  # deleted in the meantime
 

@@ -179,6 +179,26 @@ def test_get_email_is_one_statement(setting: Workspace, api: Api) -> None:
         assert len(reads) == expected, [q["sql"] for q in reads]
 
 
+def test_wait_answer_is_read_like_get_email(setting: Workspace, api: Api) -> None:
+    """A wait's answer (REST wait, /emails/wait, MCP wait_for_email) is getEmail's record, read
+    by getEmail's one statement on PostgreSQL: the ORM's three (and their prefetch, whose
+    querysets and the email point at each other) cost a wake-up a database thread's worth of
+    work more and left garbage for the collector."""
+    from mail.waiting import _record
+
+    inbox = inbox_services.inbox_create(workspace=setting, local_part="wait-read")
+    _email(inbox, 1)
+    email_id = Email.objects.get(inbox=inbox).pk
+    _record(setting, email_id)  # once first: anything cached per process
+    tables = ("mail_email", "labels_emaillabel", "mail_attachment")
+    with CaptureQueriesContext(connection) as captured:
+        record = _record(setting, email_id)
+    reads = [q for q in captured.captured_queries if any(t in q["sql"] for t in tables)]
+    assert len(reads) == (1 if connection.vendor == "postgresql" else 3), reads
+    assert record == api.get(api.url(f"emails/{email_id}")).json()
+    assert _record(setting, "eml_00000000000000000000000000") is None
+
+
 def test_create_inbox_is_three_statements(workspace: Workspace, api: Api) -> None:
     """POST /inboxes {}: the inbox's INSERT, its inbox.created event's INSERT and the webhook
     endpoints' read (the fan-out hook), nothing else: the new inbox's event chain is empty, so

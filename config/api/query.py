@@ -29,7 +29,7 @@ from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from config.api.inputs import invalid_choice
+from config.api.inputs import invalid_choice, release
 
 _INTEGER = re.compile(r"-?[0-9]+")
 
@@ -97,7 +97,10 @@ def validate_query(
     if problems:
         raise serializers.ValidationError(problems)
     serializer = serializer_class(data=values)
-    serializer.is_valid(raise_exception=True)
+    try:
+        serializer.is_valid(raise_exception=True)
+    finally:
+        release(serializer)  # freed when this returns, not by the garbage collector
     return dict(serializer.validated_data)
 
 
