@@ -16,9 +16,10 @@
     ONE shared inbox, each waiting for its own plus tag (``/wait?to=bench-fanout+wNNNN@…``), as
     parallel CI runs sharing an inbox do: every message wakes every waiter of the inbox, and
     only the one whose tag it carries answers. 250 → that waiter's response.
-(m) **MCP wait**: (a) at ``mcp_sessions`` waiters, first with the REST wait and then with MCP
-    sessions (the official client) calling ``wait_for_email``, on the same web process: 250 →
-    tool result beside 250 → response, and the web process's VmRSS per parked waiter of each.
+(m) **MCP wait**: (a) with ``mcp_sessions`` REST waiters and as many MCP sessions (the official
+    client) calling ``wait_for_email``, all parked on the same web process, the messages
+    alternating between the two kinds: 250 → tool result beside 250 → response, measured in the
+    same seconds, and the web process's VmRSS per parked waiter of each.
 
 Every timestamp comes from this process's event loop, which runs on the same cores as the
 server; the CPU the harness used is reported with each scenario.
@@ -72,8 +73,8 @@ class Sizes:
     fanout_repeats: int
     idle_streams: int
     connect_concurrency: int = 100  # connections being opened at once (listen backlog)
-    mcp_sessions: int = 200  # (m): waiters of each kind, REST then MCP
-    mcp_messages: int = 200  # (m): measured messages of each kind
+    mcp_sessions: int = 200  # (m): waiters of each kind, both parked at once
+    mcp_messages: int = 300  # (m): measured messages of each kind, alternating
 
 
 FULL = Sizes(
@@ -317,11 +318,17 @@ async def scenario_to(ctx: Context) -> dict:
 
 async def scenario_mcp(ctx: Context) -> dict:
     """(m) the REST wait and MCP ``wait_for_email``, each with ``mcp_sessions`` waiters on their
-    own inboxes, one after the other on the same web process, at (a)'s message rate."""
+    own inboxes, all parked on the same web process; the messages alternate between the two
+    kinds at (a)'s rate, so both are measured in the same seconds (a burst of noise on a shared
+    machine lands on both, not on whichever ran second)."""
     sizes, inboxes = ctx.sizes, ctx.fixtures.inboxes
     count = sizes.mcp_sessions
-    rest = await _waits(ctx, "m-rest", inboxes[:count], sizes.mcp_messages, rest_waiter)
-    mcp = await _waits(ctx, "m-mcp", inboxes[count : 2 * count], sizes.mcp_messages, mcp_waiter)
+    rest, mcp = await _mixed_waits(
+        ctx,
+        "m",
+        [(inboxes[:count], rest_waiter), (inboxes[count : 2 * count], mcp_waiter)],
+        sizes.mcp_messages,
+    )
     return {"rest": rest, "mcp": mcp, "cpu": mcp["cpu"]}
 
 
@@ -350,15 +357,24 @@ async def _waits(
 ) -> dict:
     """Parks a waiter per inbox, sends ``messages`` (after the warm-up) to random parked waiters
     at the scenario rate, and measures each from the DATA ``250`` to the waiter's answer."""
+    return (await _mixed_waits(ctx, name, [(inboxes, waiter_loop)], messages))[0]
+
+
+async def _mixed_waits(
+    ctx: Context,
+    name: str,
+    kinds: list[tuple[list[tuple[str, str]], WaiterLoop]],
+    messages: int,
+) -> list[dict]:
+    """:func:`_waits` for one or more kinds of waiter on the same web process: each kind's
+    waiters are parked in turn (the web process's memory read before and after each), then
+    message ``n`` goes to a random parked waiter of kind ``n % len(kinds)``, so every kind is
+    measured in the same seconds of the same run, under the same load; ``messages`` measured
+    messages of each kind. One result per kind, in order."""
     sizes, fx, stack = ctx.sizes, ctx.fixtures, ctx.stack
     redis = aioredis.from_url(ctx.redis_url)
     rng = random.Random(20)
-    counters: Counter[str] = Counter()
-    waiters = [
-        _Waiter(inbox_id, address, fx.group_prefix + inbox_id) for inbox_id, address in inboxes
-    ]
     gate = asyncio.Semaphore(sizes.connect_concurrency)
-    rss_before = rss_kb(stack.web.pid)
 
     async def subscribed(groups: list[str]) -> int:
         count = 0
@@ -367,7 +383,49 @@ async def _waits(
             count += sum(1 for _, subscribers in answer if subscribers)
         return count
 
-    async def pick() -> _Waiter:
+    parked_kinds: list[dict] = []
+    tasks: list[asyncio.Future] = []
+    for inboxes, waiter_loop in kinds:
+        counters: Counter[str] = Counter()
+        waiters = [
+            _Waiter(inbox_id, address, fx.group_prefix + inbox_id) for inbox_id, address in inboxes
+        ]
+        rss_before = rss_kb(stack.web.pid)
+        tasks += [asyncio.ensure_future(waiter_loop(ctx, w, counters, gate)) for w in waiters]
+        started = time.perf_counter()
+        groups = [w.group for w in waiters]
+        parked = 0
+        while time.perf_counter() - started < 120:
+            parked = await subscribed(groups)
+            if parked == len(waiters):
+                break
+            await asyncio.sleep(0.25)
+        if len(set(groups)) < len(groups):
+            # Waiters sharing a group ((t)): Redis shows it subscribed from the first one on,
+            # while the others are still being admitted (a thousand requests' first reads queue
+            # in the web process's database threads, the wake-ups' reads behind them). Parked
+            # means the web process has gone quiet.
+            await _until_idle(stack.web.pid, limit=120)
+        park_seconds = time.perf_counter() - started
+        await asyncio.sleep(SETTLE_S)
+        rss_parked = rss_kb(stack.web.pid)
+        parked_kinds.append(
+            {
+                "waiters": waiters,
+                "counters": counters,
+                "samples": [],
+                "figures": {
+                    "waiters": len(waiters),
+                    "parked": parked,
+                    "park_seconds": round(park_seconds, 2),
+                    "rss_before_kb": rss_before,
+                    "rss_parked_kb": rss_parked,
+                    "kb_per_waiter": round((rss_parked - rss_before) / max(1, parked), 1),
+                },
+            }
+        )
+
+    async def pick(waiters: list[_Waiter], counters: Counter[str]) -> _Waiter:
         for _ in range(500):
             now = time.perf_counter()
             ready = [
@@ -394,30 +452,11 @@ async def _waits(
             if waiter.sample is sample:
                 waiter.sample = None
 
-    tasks = [asyncio.ensure_future(waiter_loop(ctx, w, counters, gate)) for w in waiters]
-    started = time.perf_counter()
-    groups = [w.group for w in waiters]
-    parked = 0
-    while time.perf_counter() - started < 120:
-        parked = await subscribed(groups)
-        if parked == len(waiters):
-            break
-        await asyncio.sleep(0.25)
-    if len(set(groups)) < len(groups):
-        # Waiters sharing a group ((t)): Redis shows it subscribed from the first one on, while
-        # the others are still being admitted (a thousand requests' first reads queue in the web
-        # process's database threads, the wake-ups' reads behind them). Parked means the web
-        # process has gone quiet.
-        await _until_idle(stack.web.pid, limit=120)
-    park_seconds = time.perf_counter() - started
-    await asyncio.sleep(SETTLE_S)
-    rss_parked = rss_kb(stack.web.pid)
-
     window = ctx.cpu_window()
     profilers = ctx.profilers(name)
     samples: list[_Sample] = []
     sends: list[asyncio.Task] = []
-    total = sizes.warmup + messages
+    total = (sizes.warmup + messages) * len(kinds)
     # The harness's own garbage collector is kept out of the measured window: with 200 MCP client
     # sessions in this process, its full collections stalled the loop that timestamps answers for
     # tens of ms, counted as the server's latency (the web process keeps its collector).
@@ -428,10 +467,12 @@ async def _waits(
         delay = t0 + seq / sizes.rate - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        waiter = await pick()
-        sample = _Sample(seq, waiter.inbox_id, warmup=seq < sizes.warmup)
+        kind = parked_kinds[seq % len(kinds)]
+        waiter = await pick(kind["waiters"], kind["counters"])
+        sample = _Sample(seq, waiter.inbox_id, warmup=seq < sizes.warmup * len(kinds))
         waiter.sample = sample
         samples.append(sample)
+        kind["samples"].append(sample)
         sends.append(asyncio.ensure_future(deliver(sample, waiter)))
     send_seconds = time.perf_counter() - t0
     await asyncio.gather(*sends)
@@ -447,30 +488,30 @@ async def _waits(
     await asyncio.gather(*tasks, return_exceptions=True)
     await redis.aclose()
 
-    measured = [s for s in samples if not s.warmup]
-    good = _answered_right(measured)
-    series = [  # (seconds since the first message, latency ms), for plots and drift
-        (round(s.acked - t0, 3), _ms(s.received - s.acked))  # type: ignore[operator]
-        for s in good
-    ]
-    result: dict = {
-        "waiters": len(waiters),
-        "parked": parked,
-        "park_seconds": round(park_seconds, 2),
-        "rss_before_kb": rss_before,
-        "rss_parked_kb": rss_parked,
-        "kb_per_waiter": round((rss_parked - rss_before) / max(1, parked), 1),
-        "messages_measured": len(measured),
-        "messages_warmup": sizes.warmup,
-        "target_rate": sizes.rate,
-        "achieved_rate": round(total / send_seconds, 2) if send_seconds else None,
-        **latency_figures(measured),
-        "counters": dict(counters),
-        "cpu": cpu,
-        "profiles": profiles,
-        "series": series,
-    }
-    return result
+    results = []
+    for kind in parked_kinds:
+        measured = [s for s in kind["samples"] if not s.warmup]
+        good = _answered_right(measured)
+        series = [  # (seconds since the first message, latency ms), for plots and drift
+            (round(s.acked - t0, 3), _ms(s.received - s.acked))  # type: ignore[operator]
+            for s in good
+        ]
+        results.append(
+            {
+                **kind["figures"],
+                "messages_measured": len(measured),
+                "messages_warmup": sizes.warmup,
+                "target_rate": sizes.rate,
+                "achieved_rate": round(total / send_seconds, 2) if send_seconds else None,
+                "kinds_alternating": len(kinds),
+                **latency_figures(measured),
+                "counters": dict(kind["counters"]),
+                "cpu": cpu,
+                "profiles": profiles,
+                "series": series,
+            }
+        )
+    return results
 
 
 def _answered_right(measured: list[_Sample]) -> list[_Sample]:
