@@ -1,12 +1,15 @@
 """The SDK's server object: the official ``mcp`` Python SDK's ``MCPServer`` with the tools of
 ``outbox.mcp.tools`` registered (name, title, description, input and output schemas from the
 functions' signatures and return types, annotations). Both transports serve this one object.
+The output schemas are published compacted (``outbox.mcp.schemas``): the same constraints in the
+form a client validates fastest.
 """
 
 from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
+from outbox.mcp.schemas import compact
 from outbox.mcp.tools import TOOLS
 
 INSTRUCTIONS = (
@@ -21,6 +24,12 @@ def build() -> MCPServer:
     server = MCPServer("pigeonhole", instructions=INSTRUCTIONS)
     for fn, title, hints in TOOLS:
         server.add_tool(fn, title=title, annotations=hints, structured_output=True)
+    for tool in server._tool_manager.list_tools():
+        # The SDK reads the published schema live (FuncMetadata: "reassigning them later takes
+        # effect"); results are still validated by the function's return model.
+        schema = tool.fn_metadata.output_schema
+        if schema is not None:
+            tool.fn_metadata.output_schema = compact(schema)
     return server
 
 
