@@ -387,7 +387,9 @@ def email_record(workspace: Workspace, email_id: str) -> EmailRecord:
         if values[index] is not None:
             values[index] = orjson.loads(values[index])
     email = Email.from_db(DEFAULT_DB_ALIAS, names, values)
-    labels = [tuple(x) for x in orjson.loads(row[-2])]
+    # json_agg writes a confidence of 1.0 as 1: read back as the float the column holds, so the
+    # record says 1.0 as the list endpoints do.
+    labels = [(key, source, float(confidence)) for key, source, confidence in orjson.loads(row[-2])]
     attachments = [tuple(x) for x in orjson.loads(row[-1])]
     return EmailRecord(email, labels, attachments)  # type: ignore[arg-type]
 

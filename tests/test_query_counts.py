@@ -195,7 +195,14 @@ def test_wait_answer_is_read_like_get_email(setting: Workspace, api: Api) -> Non
         record = _record(setting, email_id)
     reads = [q for q in captured.captured_queries if any(t in q["sql"] for t in tables)]
     assert len(reads) == (1 if connection.vendor == "postgresql" else 3), reads
-    assert record == api.get(api.url(f"emails/{email_id}")).json()
+    response = api.get(api.url(f"emails/{email_id}"))
+    assert record == response.json()
+    # the rule label's confidence 1.0 is written 1.0, as the list endpoints write it (json_agg
+    # on PostgreSQL wrote 1)
+    listed = api.get(api.url(f"inboxes/{inbox.pk}/emails")).content.decode()
+    assert '"confidence":1.0' in listed and '"confidence":1.0' in response.content.decode()
+    assert record["labels"] == [{"key": "invoice", "source": "rule", "confidence": 1.0}]
+    assert isinstance(record["labels"][0]["confidence"], float)
     assert _record(setting, "eml_00000000000000000000000000") is None
 
 

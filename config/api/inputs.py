@@ -170,7 +170,9 @@ def release(serializer: serializers.BaseSerializer) -> None:
     validated was therefore garbage only a collection could find: about 180 objects for the
     wait's query, most of what a web process collected, and each collection of a process with
     hundreds of parked waits stalled every answer for milliseconds (docs/operations.md). The
-    validated data and errors stay; ``fields`` is built again if something asks for it.
+    validated data and errors stay; ``fields`` is built again if something asks for it (from
+    ``get_fields``: a serializer that adjusts its fields in ``__init__``, as the PATCH bodies do,
+    must not be asked for them after validation; none is).
     """
     fields = serializer.__dict__.pop("fields", None)
     if fields is None:
@@ -185,7 +187,7 @@ def _unbind(field: serializers.Field) -> None:
     child = getattr(field, "child", None)
     if child is not None and child.__dict__.get("parent") is field:
         _unbind(child)
-        del child.parent
+        child.parent = None  # as DRF's __init__ leaves an unbound field
 
 
 class JsonIn(serializers.Serializer):

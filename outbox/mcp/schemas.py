@@ -63,7 +63,9 @@ def _nullable(branches: Any) -> dict[str, Any] | None:
     if not isinstance(branches, list) or len(branches) != 2 or NULL not in branches:
         return None
     branch = branches[0] if branches[1] == NULL else branches[1]
-    if not isinstance(branch, dict) or branch.get("type") not in _MERGEABLE_TYPES:
+    if not isinstance(branch, dict) or not isinstance(branch.get("type"), str):
+        return None  # a type list of its own (already nullable, say) is left as it is
+    if branch["type"] not in _MERGEABLE_TYPES:
         return None
     if any(key in branch for key in _KEEP_BRANCH):
         return None

@@ -131,5 +131,7 @@ def test_compact_refuses_recursion_and_keeps_what_it_cannot_merge() -> None:
         compact({"$ref": "#/$defs/A", "$defs": {"A": {"properties": {"a": {"$ref": "#/$defs/A"}}}}})
     kept = {"anyOf": [{"const": "x", "type": "string"}, {"type": "null"}]}
     assert compact(kept) == kept
+    listed = {"anyOf": [{"type": ["string", "integer"]}, {"type": "null"}]}
+    assert compact(listed) == listed  # a type list of its own: left as it is
     enum = {"anyOf": [{"enum": ["a"], "type": "string"}, {"type": "null"}], "default": None}
     assert compact(enum) == {"enum": ["a", None], "type": ["string", "null"], "default": None}
