@@ -67,7 +67,10 @@ def _resolver() -> dns.resolver.Resolver:
 
 
 def _keep(key: tuple[str, str], records: list[object], ttl: float) -> None:
-    """Keeps an answer (an empty list: no such name or record) for ``ttl`` seconds."""
+    """Keeps an answer for ``ttl`` seconds; a negative one (an empty list: no such name, or no
+    record of the type) at most ``NEGATIVE_MAX_SECONDS``, whatever its zone's SOA allows."""
+    if not records:
+        ttl = min(ttl, NEGATIVE_MAX_SECONDS)
     if ttl > 0:
         if len(_answers) >= CACHE_SIZE:
             _answers.clear()
@@ -76,15 +79,13 @@ def _keep(key: tuple[str, str], records: list[object], ttl: float) -> None:
 
 def _negative_ttl(error: dns.resolver.NXDOMAIN) -> float:
     """How long "no such name" may be kept (RFC 2308): the smaller of the TTL and the MINIMUM
-    of the SOA record in the answer's authority section, at most ``NEGATIVE_MAX_SECONDS``;
-    0 (not kept) without one. Unsigned
+    of the SOA record in the answer's authority section; 0 (not kept) without one. Unsigned
     mail from a domain without SPF or DMARC records asks for such names with every message,
     and a lookup that is not kept cannot be answered on the SMTP server's event loop."""
     for response in error.responses().values():
         for rrset in getattr(response, "authority", ()):
             if rrset.rdtype == dns.rdatatype.SOA and len(rrset):
-                ttl = min(rrset.ttl, rrset[0].minimum)  # type: ignore[attr-defined]
-                return float(min(ttl, NEGATIVE_MAX_SECONDS))
+                return float(min(rrset.ttl, rrset[0].minimum))  # type: ignore[attr-defined]
     return 0.0
 
 

@@ -401,6 +401,14 @@ def test_no_such_name_is_kept_for_its_soa_minimum_and_not_without_one(
         expiry, records = resolver._answers[(third, "TXT")]
         assert records == []
         assert expiry - time.monotonic() <= 300  # NEGATIVE_MAX_SECONDS, not the SOA's day
+        # The same for "no such record" (the name exists without a TXT record), whose answer's
+        # expiry dnspython takes from the same SOA: kept a day before.
+        fourth = fresh_domain()
+        dns_server.publish(fourth)
+        check(plain(sender=f"a@{fourth}", to=TO), mail_from=f"a@{fourth}")
+        expiry, records = resolver._answers[(fourth, "TXT")]
+        assert records == []
+        assert expiry - time.monotonic() <= 300
     finally:
         dns_server.negative_ttl = 0
         forget_answers()
