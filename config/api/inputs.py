@@ -181,6 +181,17 @@ def release(serializer: serializers.BaseSerializer) -> None:
         _unbind(field)
 
 
+def validated(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """``data`` through ``serializer_class`` (``validation_error`` when refused), the
+    serializer released (:func:`release`) before the validated data is returned."""
+    serializer = serializer_class(data=data)
+    try:
+        serializer.is_valid(raise_exception=True)
+    finally:
+        release(serializer)
+    return dict(serializer.validated_data)
+
+
 def _unbind(field: serializers.Field) -> None:
     if isinstance(field, serializers.BaseSerializer):
         release(field)

@@ -29,7 +29,7 @@ from rest_framework import serializers
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from config.api.inputs import invalid_choice, release
+from config.api.inputs import invalid_choice, validated
 
 _INTEGER = re.compile(r"-?[0-9]+")
 
@@ -96,12 +96,7 @@ def validate_query(
             problems[name] = problem
     if problems:
         raise serializers.ValidationError(problems)
-    serializer = serializer_class(data=values)
-    try:
-        serializer.is_valid(raise_exception=True)
-    finally:
-        release(serializer)  # freed when this returns, not by the garbage collector
-    return dict(serializer.validated_data)
+    return validated(serializer_class, values)
 
 
 @functools.cache

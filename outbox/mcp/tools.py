@@ -34,7 +34,7 @@ from config.api.errors import (
     envelope,
     to_api_error,
 )
-from config.api.inputs import release
+from config.api.inputs import validated
 from config.api.pagination import paginate
 from inboxes import selectors as inbox_selectors
 from inboxes import services as inbox_services
@@ -147,12 +147,7 @@ def tool(fn: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
 
 def valid(serializer_class: type[serializers.Serializer], data: dict[str, Any]) -> dict[str, Any]:
     """``data`` (the arguments given, None for absent) through a REST serializer."""
-    serializer = serializer_class(data={k: v for k, v in data.items() if v is not None})
-    try:
-        serializer.is_valid(raise_exception=True)
-    finally:
-        release(serializer)  # freed when this returns, not by the garbage collector
-    return dict(serializer.validated_data)
+    return validated(serializer_class, {k: v for k, v in data.items() if v is not None})
 
 
 # --- inboxes --------------------------------------------------------------------------------
