@@ -26,7 +26,9 @@ def build() -> MCPServer:
         server.add_tool(fn, title=title, annotations=hints, structured_output=True)
     for tool in server._tool_manager.list_tools():
         # The SDK reads the published schema live (FuncMetadata: "reassigning them later takes
-        # effect"); results are still validated by the function's return model.
+        # effect"); results are still validated by the function's return model. MCPServer has
+        # no public accessor for its tools: an SDK that moves _tool_manager fails here at import,
+        # and tests/outbox/mcp/test_output_schemas.py checks what is published.
         schema = tool.fn_metadata.output_schema
         if schema is not None:
             tool.fn_metadata.output_schema = compact(schema)
