@@ -29,6 +29,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from config.files import write_private
 
@@ -120,6 +121,30 @@ def _password(data_dir: Path) -> str:
     return path.read_text().strip()
 
 
+def bootstrap(owner: str, password: str, key_file: Path) -> dict[str, Any]:
+    """The workspace, its owner and the admin key (the ``bootstrap`` command's JSON).
+
+    The password goes as one ``--password=…`` token: ``call_command`` passes a required option
+    given by keyword as two tokens, and argparse takes a value beginning with ``-`` for an
+    option, so one first start in 64 (a generated password beginning with ``-``) ended in
+    "argument --password: expected one argument"."""
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    call_command(
+        "bootstrap",
+        f"--password={password}",
+        workspace=WORKSPACE,
+        owner=owner,
+        superuser=True,
+        key_file=str(key_file),
+        json=True,
+        stdout=out,
+    )
+    created: dict[str, Any] = json.loads(out.getvalue())
+    return created
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The console command: parse, set the environment, migrate, bootstrap, serve."""
     from config.startup import starting
@@ -149,18 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(f"pigeonhole-server: migrating {data_dir / 'pigeonhole.sqlite3'}", flush=True)
         migrate_if_needed(verbosity=0)
-        out = io.StringIO()
-        call_command(
-            "bootstrap",
-            workspace=WORKSPACE,
-            owner=owner,
-            password=password,
-            superuser=True,
-            key_file=str(data_dir / KEY_FILE),
-            json=True,
-            stdout=out,
-        )
-        created = json.loads(out.getvalue())
+        created = bootstrap(owner, password, data_dir / KEY_FILE)
         if options.key_file:
             key_file = Path(options.key_file).expanduser().absolute()
             write_private(key_file, created["api_key"])

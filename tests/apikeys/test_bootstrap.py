@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -65,3 +66,23 @@ def test_bootstrap_sets_a_new_owners_password_and_resets_only_when_asked() -> No
     assert json.loads(out.getvalue())["password_set"] is True
     owner.refresh_from_db()
     assert owner.check_password("replaced-by-operator-3")
+
+
+@pytest.mark.parametrize(
+    "password", ["-leading-dash-pw1", "--looks-like-an-option", "plain-pw-123"]
+)
+def test_the_servers_first_start_bootstraps_whatever_its_generated_password_begins_with(
+    password: str, tmp_path: Path
+) -> None:
+    """``pigeonhole-server`` makes its first password with ``token_urlsafe``, which begins with
+    ``-`` once in 64 starts; that start failed with "argument --password: expected one argument"
+    (seen in CI). The account gets exactly that password."""
+    from django.contrib.auth import get_user_model
+
+    from config.server import bootstrap
+
+    created = bootstrap("admin@dash.test", password, tmp_path / "admin-key")
+    assert created["password_set"] is True
+    assert created["api_key"].startswith("pgh_")
+    owner = get_user_model().objects.get(email="admin@dash.test")
+    assert owner.check_password(password)
