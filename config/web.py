@@ -5,7 +5,10 @@ Browsers' ``EventSource`` cannot send headers, so the stream accepts the API key
 ``?access_token=`` (docs/api.md). daphne's access log writes every request's full URI, and
 a stream that ends at once (a wrong inbox id, a revoked key) or any stream that finishes would put
 the plain key into the process's output. The access log is kept; the value of every
-``access_token`` parameter in it is replaced by ``[redacted]``.
+``access_token`` parameter in it is replaced by ``[redacted]``. Twisted's HTTP factory writes a
+log line of its own for every request (the full URI, in Combined Log Format): daphne sends
+Twisted's log nowhere at its default verbosity, so that line was formatted for nothing on every
+request, and at ``-v 2`` it went to the output with the key in it. The factory writes none.
 
 It is also where Twisted's HTTP parser (under daphne) answers requests it will not read: a request
 line longer than its 16 KiB line limit was dropped without a word (the client saw the connection
@@ -186,6 +189,10 @@ def channel_protocol() -> Any:
     return http._GenericHTTPChannelProtocol(Channel())
 
 
+def _no_log(request: Any) -> None:
+    """Twisted's per-request log line: not written (daphne writes the access log)."""
+
+
 class RedactingServer(Server):
     """daphne's server with the redacting access log, :class:`Channel` and :class:`Request`."""
 
@@ -202,6 +209,7 @@ class RedactingServer(Server):
     @http_factory.setter
     def http_factory(self, factory: HTTPFactory) -> None:
         factory.protocol = channel_protocol
+        factory.log = _no_log  # daphne's access log (redacted) is the one; see the module doc
         self._http_factory = factory
 
 
