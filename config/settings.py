@@ -128,6 +128,17 @@ MIDDLEWARE = [
     # Last, as django-axes asks: turns a sign-in refused for too many failures into its page.
     "axes.middleware.AxesMiddleware",
 ]
+# The REST API's chain (config.api.handler: every /api/ path no raw ASGI app takes) is the same
+# less what serves pages only: static files (none under /api/), flash messages, the dashboard's
+# CSP (it exempts /api/) and django-axes' lockout page (no password sign-in is under /api/).
+# tests/test_api_handler.py holds the API's answers through it equal to the full chain's.
+PAGE_ONLY_MIDDLEWARE = (
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "config.csp.DashboardCspMiddleware",
+    "axes.middleware.AxesMiddleware",
+)
+API_MIDDLEWARE = [name for name in MIDDLEWARE if name not in PAGE_ONLY_MIDDLEWARE]
 
 # django-axes first: it refuses to check a password while the account or address is locked out.
 AUTHENTICATION_BACKENDS = [
@@ -453,6 +464,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_THROTTLE_CLASSES": ["apikeys.throttling.KeyRateThrottle"],
     "DEFAULT_RENDERER_CLASSES": ["config.api.renderers.JsonRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.api.renderers.JsonNegotiation",
     "DEFAULT_PARSER_CLASSES": ["config.api.parsers.JsonParser"],
     "EXCEPTION_HANDLER": "config.api.errors.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "config.api.schema.ScopedAutoSchema",

@@ -6,12 +6,15 @@ Django's own ASGI handler runs the middleware chain in async mode: each request 
 its own (asgiref's ``ThreadSensitiveContext``: a new single-thread executor, started and joined
 per request), and every sync middleware hook and the sync view are a hop between the event loop
 and that thread, a dozen per request. Measured under 50 keep-alive clients (issue 32) that was
-most of a request's CPU beside the view itself. The middleware and views are the same; only the
-mode in which Django chains them differs (``load_middleware(is_async=False)``).
+most of a request's CPU beside the view itself. The views are the same; Django chains the
+middleware in sync mode (``load_middleware(is_async=False)``).
 
-What the API answers is the same: the same middleware list, request class and signals
+What the API answers is the same: the same request class, signals
 (``request_started`` before, ``request_finished`` through ``response.close()`` after, which
-hands the database connection back to the pool). The body is read on the event loop first, as
+hands the database connection back to the pool) and middleware, less those that serve pages
+only (``settings.API_MIDDLEWARE``: no static files, flash messages, dashboard CSP or sign-in
+lockout page under /api/; about 4 % of a ``GET /emails/{id}``'s CPU, and
+tests/test_api_handler.py compares the answers). The body is read on the event loop first, as
 Django does. A client that leaves mid-request does not cancel the view (no sync view could be
 cancelled anyway); its answer is dropped. Streaming responses are sent as Django sends them,
 then closed in the pool.
@@ -44,6 +47,16 @@ class ApiHandler(ASGIHandler):
         self.pool = ThreadPoolExecutor(
             max_workers=threads or settings.API_THREADS, thread_name_prefix="api"
         )
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        """Django's, over ``settings.API_MIDDLEWARE``: Django reads ``MIDDLEWARE`` there and
+        nowhere else, so it is that list for the duration of the call."""
+        full = settings.MIDDLEWARE
+        settings.MIDDLEWARE = settings.API_MIDDLEWARE
+        try:
+            super().load_middleware(is_async)
+        finally:
+            settings.MIDDLEWARE = full
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":

@@ -1,0 +1,133 @@
+"""The REST API's own request cycle (``config.api.handler.ApiHandler``, the middleware of
+``settings.API_MIDDLEWARE``) answers as Django's ASGI handler with the whole ``MIDDLEWARE``
+chain does: the same status, headers and body for bearer keys and dashboard sessions, reads and
+writes, errors, the refusals of CSRF and of a method, a trailing slash and the HTML of /api/docs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.core.asgi import get_asgi_application
+from rest_framework.test import APIClient
+
+from apikeys import services as key_services
+from apikeys.audit import Actor
+from config.api.handler import ApiHandler
+from inboxes import services as inbox_services
+from mail import pipeline
+from tests.factories import MembershipFactory
+from tests.mail.messages import message
+
+pytestmark = pytest.mark.django_db(transaction=True)  # both handlers answer from other threads
+
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+
+
+async def _call(
+    app: Any, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes = b""
+) -> Answer:
+    path, _, query = path.partition("?")
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [
+            (b"host", b"testserver"),
+            *headers,
+            *([(b"content-length", str(len(body)).encode())] if body else []),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    sent: list[dict[str, Any]] = []
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop()
+        await asyncio.Event().wait()  # the client stays until the answer is sent
+        return {"type": "http.disconnect"}
+
+    async def send(event: dict[str, Any]) -> None:
+        sent.append(event)
+
+    await asyncio.wait_for(app(scope, receive, send), 30)
+    start = sent[0]
+    return start["status"], sorted(start["headers"]), b"".join(e.get("body", b"") for e in sent[1:])
+
+
+def test_the_api_chain_leaves_out_only_page_middleware() -> None:
+    handler = ApiHandler(threads=1)
+    assert [
+        name for name in settings.MIDDLEWARE if name not in settings.PAGE_ONLY_MIDDLEWARE
+    ] == settings.API_MIDDLEWARE
+    assert set(settings.PAGE_ONLY_MIDDLEWARE) < set(settings.MIDDLEWARE)
+    chain, names = handler._middleware_chain, []
+    while hasattr(chain, "get_response") or hasattr(chain, "__wrapped__"):
+        inner = getattr(chain, "__wrapped__", None) or chain
+        if hasattr(inner, "get_response"):
+            names.append(f"{type(inner).__module__}.{type(inner).__name__}")
+            chain = inner.get_response
+        else:
+            break
+    assert names == settings.API_MIDDLEWARE
+
+
+def test_answers_are_those_of_the_whole_chain(workspace) -> None:  # type: ignore[no-untyped-def]
+    ours, django = ApiHandler(threads=2), get_asgi_application()
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["admin"], by=Actor.system("tests")
+    ).plain
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="box")
+    delivery = pipeline.receive_one(message(to=inbox.address, subject="Hi"), to=inbox.address)
+    bearer = [(b"authorization", f"Bearer {key}".encode())]
+    owner = MembershipFactory(workspace=workspace, role="owner")
+    browser = APIClient()
+    browser.force_login(owner.user)
+    cookie = [(b"cookie", f"sessionid={browser.cookies['sessionid'].value}".encode())]
+    json_body = [(b"content-type", b"application/json")]
+    cases = [
+        ("GET", f"/api/v1/emails/{delivery.email_id}", bearer, b""),
+        ("GET", f"/api/v1/emails/{delivery.email_id}?mark_read=false", bearer, b""),
+        ("GET", "/api/v1/emails/em_nothing_here", bearer, b""),
+        ("GET", "/api/v1/inboxes?limit=5", bearer, b""),
+        ("GET", "/api/v1/inboxes?limit=nope", bearer, b""),
+        ("GET", "/api/v1/inboxes/", bearer, b""),
+        ("GET", "/api/v1/inboxes", [], b""),
+        ("GET", "/api/v1/inboxes", [(b"authorization", b"Bearer pgh_nope")], b""),
+        ("GET", "/api/v1/inboxes", [*bearer, (b"accept", b"text/html")], b""),
+        ("GET", "/api/v1/me", cookie, b""),
+        ("POST", "/api/v1/inboxes", [*cookie, *json_body], b"{}"),  # CSRF refuses it
+        ("PUT", "/api/v1/inboxes", [*bearer, *json_body], b"{}"),
+        ("POST", "/api/v1/inboxes", [*bearer, *json_body], b"{not json"),
+        ("HEAD", "/api/v1/me", bearer, b""),
+        ("OPTIONS", "/api/v1/me", bearer, b""),
+        ("GET", "/api/docs", [], b""),
+        ("GET", "/api/nowhere", [], b""),
+    ]
+    for method, path, headers, body in cases:
+        mine = async_to_sync(_call)(ours, method, path, headers, body)
+        theirs = async_to_sync(_call)(django, method, path, headers, body)
+        assert mine == theirs, (method, path)
+    # A write: the same answer but for the new inbox's own id and times.
+    created = [
+        async_to_sync(_call)(app, "POST", "/api/v1/inboxes", [*bearer, *json_body], b"{}")
+        for app in (ours, django)
+    ]
+    (status_a, headers_a, body_a), (status_b, headers_b, body_b) = created
+    assert status_a == status_b == 200
+    assert [name for name, _ in headers_a] == [name for name, _ in headers_b]
+    assert json.loads(body_a).keys() == json.loads(body_b).keys()
+    ours.pool.shutdown()
