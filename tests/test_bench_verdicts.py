@@ -81,3 +81,43 @@ def test_the_summary_passes_and_names_what_only_reports(
     out = capsys.readouterr().out
     assert "Areas with targets (make bench fails when one is missed): start-up." in out
     assert "Areas that only report their figures (no target to miss): webhooks." in out
+
+
+def _rest_round(rate: float, web: float, pg: float, redis: float) -> dict:
+    return {"rate": rate, "p50_ms": 10.0, "p99_ms": 20.0, "web_cpu_ms": web, "pg_cpu_ms": pg,
+            "redis_cpu_ms": redis, "errors": 0, "pg_backends": 12}  # fmt: skip
+
+
+def test_the_rest_bench_checks_postgresql_and_redis_work_against_the_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32's second REST target: PostgreSQL + Redis CPU per request at most 2x the
+    reference's. A run that meets the requests/s target but not this one is a miss."""
+    from argparse import Namespace
+
+    from tests.benchmarks import rest
+
+    monkeypatch.setattr(rest, "RESULTS", tmp_path)
+    rounds = {
+        "GET /emails/{id}": {
+            "ours": [_rest_round(600, 1.5, 0.60, 0.05)],
+            "reference": [_rest_round(1000, 0.5, 0.20, 0.0)],
+        },
+        "GET /inboxes": {
+            "ours": [_rest_round(400, 4.0, 0.50, 0.05)],
+            "reference": [_rest_round(500, 1.8, 0.40, 0.0)],
+        },
+    }
+    args = Namespace(web_processes=1, rounds=1, seconds=6.0, baseline=None, report_only=False)
+    assert rest.report(rounds, args, busy=1.0) == 1
+    out = capsys.readouterr().out
+    assert "MISSED: GET /emails/{id} (PostgreSQL + Redis)" in out
+    document = json.loads((tmp_path / "rest.json").read_text())
+    assert document["GET /emails/{id}"]["met"] is True  # 0.6 of the reference's rate
+    assert document["GET /emails/{id}"]["services_met"] is False  # 3.25x
+    assert document["GET /inboxes"]["services_met"] is True  # 1.38x
+    monkeypatch.setattr(summary, "RESULTS", tmp_path)
+    monkeypatch.setattr(summary, "ROOT", tmp_path)
+    monkeypatch.setattr(summary, "DOCS_PAGE", tmp_path / "benchmarks.md")
+    assert summary.main([]) == 1
+    assert "PostgreSQL + Redis CPU per request" in (tmp_path / "benchmarks.md").read_text()
