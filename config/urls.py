@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import Any
+
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView
@@ -9,14 +12,17 @@ from drf_spectacular.views import SpectacularJSONAPIView, SpectacularRedocView
 from config.health import healthz
 from outbox.overview import overview
 
-api_v1 = [
-    path("", include("apikeys.urls")),
-    path("", include("inboxes.urls")),
-    path("", include("mail.urls")),
-    path("", include("labels.urls")),
-    path("", include("webhooks.urls")),
-    path("", include("outbox.urls")),
-]
+
+def _routes(*modules: str) -> list[Any]:
+    """The routes of these URL modules as one flat list, in order (by name, as ``include``
+    takes them). An ``include`` per app made every request that missed an app's routes raise
+    and record a "not found" of its own: half of the URL resolution's ~30 us (issue 32)."""
+    return [route for name in modules for route in import_module(name).urlpatterns]
+
+
+api_v1 = _routes(
+    "apikeys.urls", "inboxes.urls", "mail.urls", "labels.urls", "webhooks.urls", "outbox.urls"
+)
 
 urlpatterns = [
     path("healthz", healthz),
