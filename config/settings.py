@@ -131,7 +131,8 @@ MIDDLEWARE = [
 # The REST API's chain (config.api.handler: every /api/ path no raw ASGI app takes) is the same
 # less what serves pages only: static files (none under /api/), flash messages, the dashboard's
 # CSP (it exempts /api/) and django-axes' lockout page (no password sign-in is under /api/).
-# tests/test_api_handler.py holds the API's answers through it equal to the full chain's.
+# tests/test_api_handler.py holds the API's answers through it equal to the full chain's. It is
+# worked out here, once: a later change of MIDDLEWARE (override_settings) does not reach it.
 PAGE_ONLY_MIDDLEWARE = (
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",

@@ -33,7 +33,14 @@ def _declared_queries() -> list[type[serializers.Serializer]]:
     return [found[name] for name in sorted(found)]
 
 
-QUERIES = _declared_queries()
+def _raw_endpoint_queries() -> list[type[serializers.Serializer]]:
+    from mail.realtime import StreamQuery
+    from mail.waiting import EmailsWaitQuery, WaitQuery
+
+    return [StreamQuery, WaitQuery, EmailsWaitQuery]
+
+
+QUERIES = _declared_queries() + _raw_endpoint_queries()
 
 
 def test_the_walk_finds_the_declared_queries() -> None:
@@ -77,6 +84,22 @@ class FieldValidation(serializers.Serializer):
         raise serializers.ValidationError("Never on Sundays.")
 
 
+class OwnInternalValue(serializers.Serializer):
+    limit = serializers.IntegerField(required=False, default=5)
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        return {**super().to_internal_value(data), "n": next(_counter)}
+
+
+class CountingField(serializers.IntegerField):
+    def get_default(self) -> int:
+        return next(_counter)
+
+
+class FieldDefault(serializers.Serializer):
+    n = CountingField(required=False, default=0)
+
+
 class Required(serializers.Serializer):
     q = serializers.CharField()
 
@@ -92,6 +115,12 @@ def test_a_serializers_own_validation_runs_for_every_query() -> None:
     validate_query(OwnValidation, [])
     assert len(OwnValidation.calls) == 2
     assert _defaults_of(FieldValidation) is None
+
+
+def test_a_serializer_or_field_that_works_out_its_own_values_is_validated_every_time() -> None:
+    for serializer_class in (OwnInternalValue, FieldDefault):
+        assert _defaults_of(serializer_class) is None
+        assert validate_query(serializer_class, []) != validate_query(serializer_class, [])
 
 
 def test_a_required_parameter_is_refused_every_time() -> None:

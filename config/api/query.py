@@ -111,16 +111,19 @@ def _defaults_of(serializer_class: type[serializers.Serializer]) -> Mapping[str,
     """What an empty query validates to, worked out once per class, when it cannot differ
     between requests; else None, and every empty query is validated as any other.
 
-    It cannot differ when no field is required, no default is callable (a time, say), the
-    class adds no validation of its own (``validate``, ``validate_<name>``) and every value is
-    immutable. Most requests send no query at all (``GET /emails/{id}``), and validating
+    It cannot differ when no field is required, no default is callable (a time, say) or
+    worked out by the field (``get_default``), the class adds no validation of its own
+    (``validate``, ``validate_<name>``, ``to_internal_value``, ``run_validation``) and every value
+    is immutable. Most requests send no query at all (``GET /emails/{id}``), and validating
     nothing through a DRF serializer was about a tenth of such a request's CPU (issue 32)."""
     fields = _fields_of(serializer_class)
-    if serializer_class.validate is not serializers.Serializer.validate:
-        return None
+    for method in ("validate", "to_internal_value", "run_validation"):
+        if getattr(serializer_class, method) is not getattr(serializers.Serializer, method):
+            return None
     for name, field in fields.items():
         if (
-            field.required
+            type(field).get_default is not serializers.Field.get_default
+            or field.required
             or (field.default is not serializers.empty and callable(field.default))
             or hasattr(serializer_class, f"validate_{name}")
         ):

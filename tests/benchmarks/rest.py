@@ -494,9 +494,9 @@ def report(rounds: dict[str, Any], args: argparse.Namespace, busy: float) -> int
             "met": ratio >= TARGET and ours["errors"] == 0,
             "rounds": by,
         }
-        services_ratio = results[kind]["services_ratio"]
-        results[kind]["services_met"] = services_ratio is not None and (
-            services_ratio <= SERVICES_TARGET
+        # Judged before rounding (2.004 is a miss); no reference figure to compare: a miss.
+        results[kind]["services_met"] = bool(service(reference)) and (
+            service(ours) <= SERVICES_TARGET * service(reference)
         )
         if not results[kind]["met"]:
             missed.append(f"{kind} (requests/s)")
