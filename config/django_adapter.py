@@ -10,6 +10,9 @@ Django has no public way for these, so the modules that need them call this one:
   the SQL compiler, ``config.rows``): what the compiler finds for a column
   (``Field.get_col``, ``ops.get_db_converters``, ``Col.get_db_converters``),
   ``ops.bulk_batch_size``, and the driver's cursor under Django's ``CursorWrapper``;
+- **a cursor of another class under Django's wrapper** (``prepared_cursor``): the PostgreSQL
+  backend's server-side binding cursor class (``ServerBindingCursor``) and the wrapping that
+  ``connection.cursor()`` applies (``_prepare_cursor``: queries recorded, execute wrappers);
 - **the health-check flag of a connection** (``config.db``): ``health_check_done``;
 - **the name of an index twin** (``config.postgresql.indexes``): the schema editor's
   ``_create_index_name``.
@@ -21,6 +24,8 @@ version and what moved.
 
 from __future__ import annotations
 
+import functools
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,6 +87,44 @@ def bulk_batch_size(connection: Any, fields: Sequence[models.Field], rows: int) 
 def driver_cursor(cursor: Any) -> Any:
     """The database driver's cursor under Django's cursor wrapper (psycopg's, for ``COPY``)."""
     return cursor.cursor
+
+
+def prepared_cursor(connection: Any) -> Any:
+    """``connection.cursor()``, but on PostgreSQL with ``settings.DB_PREPARED_STATEMENTS`` a
+    cursor that binds parameters server-side and has each statement prepared on the connection
+    at its first execution, so that PostgreSQL parses and plans it once per connection, not
+    once per request. Django's own cursors bind client-side (the values spelled into the text)
+    and never prepare. For statements whose text is built once (a hot read or a one-row insert);
+    the driver keeps up to 100 per connection. Django's wrapper stays around it as around any
+    cursor: recorded by the debug cursor, seen by execute wrappers (the tenant guard), errors
+    translated."""
+    from django.conf import settings
+
+    if connection.vendor != "postgresql" or not settings.DB_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        return connection._prepare_cursor(_preparing_cursor_class()(connection.connection))
+
+
+@functools.cache
+def _preparing_cursor_class() -> type:
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    class PreparingCursor(ServerBindingCursor):  # type: ignore[misc, valid-type]
+        """Django's server-side binding cursor, every statement prepared (``prepare=True``)."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            kwargs.setdefault("prepare", True)
+            result = super().execute(query, params, **kwargs)
+            # Django's debug cursor records ``_query.query``, which psycopg sets for client-side
+            # cursors only: the statement's text, its values not spelled in (they never are).
+            text = query.encode() if isinstance(query, str) else query
+            self._query = types.SimpleNamespace(query=text)
+            return result
+
+    return PreparingCursor
 
 
 def health_checked(connection: Any) -> bool:

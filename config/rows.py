@@ -39,7 +39,12 @@ from typing import Any, TypeVar
 from django.db import connections, models
 from django.db.models import signals
 
-from config.django_adapter import bulk_batch_size, column_converters, driver_cursor
+from config.django_adapter import (
+    bulk_batch_size,
+    column_converters,
+    driver_cursor,
+    prepared_cursor,
+)
 
 M = TypeVar("M", bound=models.Model)
 
@@ -220,7 +225,7 @@ def insert(obj: M, using: str = "default") -> M:
         1,
         auto.column if auto is not None else None,
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         if auto is not None:
             setattr(obj, auto.attname, cursor.fetchone()[0])

@@ -87,6 +87,17 @@ else:  # DB_POOL_MAX=0: no pool (e.g. behind PgBouncer), per-thread connections
     DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 EMBEDDED_DB = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
+# The hot statements built once (an email's read, a page of inboxes, a one-row insert) are
+# prepared on each pooled connection (config.django_adapter.prepared_cursor): PostgreSQL parses
+# and plans them once per connection. On by default with the pool; off without it (DB_POOL_MAX=0,
+# e.g. behind PgBouncer, whose transaction mode needs max_prepared_statements for them).
+DB_PREPARED_STATEMENTS = env.bool(
+    "DB_PREPARED_STATEMENTS", default=not EMBEDDED_DB and env.int("DB_POOL_MAX", default=10) > 0
+)
+if DB_PREPARED_STATEMENTS and not EMBEDDED_DB:
+    # Django turns psycopg's preparing off (prepare_threshold None). Django's own cursors bind
+    # client-side and never prepare whatever the threshold, so this reaches prepared_cursor's.
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 
 REDIS_URL = env.str("REDIS_URL", default="")
 

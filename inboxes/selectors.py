@@ -18,6 +18,7 @@ from django.utils import timezone
 from apikeys import epoch, tokens
 from apikeys.models import Workspace
 from config.api.errors import NotFound
+from config.django_adapter import prepared_cursor
 from config.rows import placeholders, select_rows
 from inboxes.addresses import canonical_address, is_under
 from inboxes.exceptions import InvalidDomain, NoDomain
@@ -240,7 +241,7 @@ def inbox_page_rows(
         params.append(after)
     params.append(limit)
     sql = _page_statement(not include_expired, after is not None)
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
 

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from apikeys.models import Workspace
 from config.api.errors import NotFound, ValidationFailed
+from config.django_adapter import prepared_cursor
 from config.rows import placeholders
 from inboxes import selectors as inbox_selectors
 from inboxes.models import Inbox
@@ -377,7 +378,7 @@ def email_record(workspace: Workspace, email_id: str) -> EmailRecord:
             ],
         )
     sql, names, json_columns = _record_statement()
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(sql, [workspace.pk, email_id])
         row = cursor.fetchone()
     if row is None:

@@ -111,6 +111,21 @@ def test_the_column_and_backend_internals_of_config_rows() -> None:
     assert isinstance(column, Col) and column.target.column == "subject"
 
 
+def test_the_cursor_internals_of_prepared_cursor() -> None:
+    from django.db.backends.postgresql import base as postgresql
+
+    assert issubclass(postgresql.ServerBindingCursor, postgresql.Database.Cursor), (
+        f"{DJANGO}: the PostgreSQL backend's ServerBindingCursor is gone or moved"
+    )
+    cursor = inspect.getsource(BaseDatabaseWrapper._cursor)
+    for step in ("self.close_if_health_check_failed()", "self.ensure_connection()",
+                 "self.wrap_database_errors", "self._prepare_cursor(self.create_cursor(name))"):  # fmt: skip
+        assert step in cursor, f"{DJANGO}: BaseDatabaseWrapper._cursor no longer does {step}"
+    assert _parameters(BaseDatabaseWrapper._prepare_cursor) == ["self", "cursor"], (
+        f"{DJANGO}: _prepare_cursor takes {_parameters(BaseDatabaseWrapper._prepare_cursor)}"
+    )
+
+
 def test_the_connection_health_check_flag_of_config_db() -> None:
     source = inspect.getsource(BaseDatabaseWrapper.close_if_health_check_failed)
     assert "or self.health_check_done" in source, (
