@@ -72,7 +72,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         # the processes a test starts (manage.py serve) share it.
         _db_path = Path(DATABASES["default"]["NAME"])
         DATABASES["default"]["TEST"] = {"NAME": str(_db_path.with_name(f"test_{_db_path.name}"))}
-elif env.int("DB_POOL_MAX", default=10) > 0:
+elif (DB_POOL_MAX := env.int("DB_POOL_MAX", default=10)) > 0:
     # A psycopg connection pool per process. Under ASGI every request runs its sync code in a
     # thread of its own, so connections kept per thread (CONN_MAX_AGE) pile up until PostgreSQL
     # refuses clients (50 concurrent API clients did it); a pool bounds them instead. A pooled
@@ -80,7 +80,7 @@ elif env.int("DB_POOL_MAX", default=10) > 0:
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": env.int("DB_POOL_MIN", default=1),
-        "max_size": env.int("DB_POOL_MAX", default=10),
+        "max_size": DB_POOL_MAX,
         "timeout": env.float("DB_POOL_TIMEOUT", default=10.0),
     }
 else:  # DB_POOL_MAX=0: no pool (e.g. behind PgBouncer), per-thread connections
@@ -95,8 +95,9 @@ DB_PREPARED_STATEMENTS = env.bool(
     "DB_PREPARED_STATEMENTS", default=not EMBEDDED_DB and env.int("DB_POOL_MAX", default=10) > 0
 )
 if DB_PREPARED_STATEMENTS and not EMBEDDED_DB:
-    # Django turns psycopg's preparing off (prepare_threshold None). Django's own cursors bind
-    # client-side and never prepare whatever the threshold, so this reaches prepared_cursor's.
+    # Django turns psycopg's preparing off (prepare_threshold None, which refuses even an explicit
+    # prepare=True). Any number turns it on: prepared_cursor asks for prepare=True, and Django's
+    # own cursors bind client-side and never prepare whatever the threshold.
     DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 5
 
 REDIS_URL = env.str("REDIS_URL", default="")
@@ -142,15 +143,14 @@ MIDDLEWARE = [
 # The REST API's chain (config.api.handler: every /api/ path no raw ASGI app takes) is the same
 # less what serves pages only: static files (none under /api/), flash messages, the dashboard's
 # CSP (it exempts /api/) and django-axes' lockout page (no password sign-in is under /api/).
-# tests/test_api_handler.py holds the API's answers through it equal to the full chain's. It is
-# worked out here, once: a later change of MIDDLEWARE (override_settings) does not reach it.
+# config.api.handler leaves these out of MIDDLEWARE when it loads its chain;
+# tests/test_api_handler.py holds the API's answers through it equal to the full chain's.
 PAGE_ONLY_MIDDLEWARE = (
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "config.csp.DashboardCspMiddleware",
     "axes.middleware.AxesMiddleware",
 )
-API_MIDDLEWARE = [name for name in MIDDLEWARE if name not in PAGE_ONLY_MIDDLEWARE]
 
 # django-axes first: it refuses to check a password while the account or address is locked out.
 AUTHENTICATION_BACKENDS = [

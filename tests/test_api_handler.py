@@ -1,5 +1,5 @@
 """The REST API's own request cycle (``config.api.handler.ApiHandler``, the middleware of
-``settings.API_MIDDLEWARE``) answers as Django's ASGI handler with the whole ``MIDDLEWARE``
+``settings.MIDDLEWARE`` less ``PAGE_ONLY_MIDDLEWARE``) answers as Django's ASGI handler with the whole ``MIDDLEWARE``
 chain does: the same status, headers and body for bearer keys and dashboard sessions, reads and
 writes, errors, the refusals of CSRF and of a method, a trailing slash and the HTML of /api/docs.
 """
@@ -14,11 +14,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.asgi import get_asgi_application
+from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
 from apikeys import services as key_services
 from apikeys.audit import Actor
-from config.api.handler import ApiHandler
+from config.api.handler import ApiHandler, api_middleware
 from inboxes import services as inbox_services
 from mail import pipeline
 from tests.factories import MembershipFactory
@@ -68,12 +69,7 @@ async def _call(
     return start["status"], sorted(start["headers"]), b"".join(e.get("body", b"") for e in sent[1:])
 
 
-def test_the_api_chain_leaves_out_only_page_middleware() -> None:
-    handler = ApiHandler(threads=1)
-    assert [
-        name for name in settings.MIDDLEWARE if name not in settings.PAGE_ONLY_MIDDLEWARE
-    ] == settings.API_MIDDLEWARE
-    assert set(settings.PAGE_ONLY_MIDDLEWARE) < set(settings.MIDDLEWARE)
+def _chain(handler: ApiHandler) -> list[str]:
     chain, names = handler._middleware_chain, []
     while hasattr(chain, "get_response") or hasattr(chain, "__wrapped__"):
         inner = getattr(chain, "__wrapped__", None) or chain
@@ -82,7 +78,27 @@ def test_the_api_chain_leaves_out_only_page_middleware() -> None:
             chain = inner.get_response
         else:
             break
-    assert names == settings.API_MIDDLEWARE
+    return names
+
+
+def test_the_api_chain_leaves_out_only_page_middleware() -> None:
+    full = list(settings.MIDDLEWARE)
+    handler = ApiHandler(threads=1)
+    expected = [name for name in full if name not in settings.PAGE_ONLY_MIDDLEWARE]
+    assert api_middleware() == expected
+    assert set(settings.PAGE_ONLY_MIDDLEWARE) < set(full)
+    assert _chain(handler) == expected
+    assert full == settings.MIDDLEWARE  # put back after loading
+    handler.pool.shutdown()
+
+
+def test_the_api_chain_follows_a_changed_middleware_list() -> None:
+    extra = "django.middleware.gzip.GZipMiddleware"
+    with override_settings(MIDDLEWARE=[*settings.MIDDLEWARE, extra]):
+        handler = ApiHandler(threads=1)
+        assert _chain(handler)[-1] == extra
+        assert "django.contrib.messages.middleware.MessageMiddleware" not in _chain(handler)
+    handler.pool.shutdown()
 
 
 def test_answers_are_those_of_the_whole_chain(workspace) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ middleware in sync mode (``load_middleware(is_async=False)``).
 What the API answers is the same: the same request class, signals
 (``request_started`` before, ``request_finished`` through ``response.close()`` after, which
 hands the database connection back to the pool) and middleware, less those that serve pages
-only (``settings.API_MIDDLEWARE``: no static files, flash messages, dashboard CSP or sign-in
+only (``settings.PAGE_ONLY_MIDDLEWARE``: no static files, flash messages, dashboard CSP or sign-in
 lockout page under /api/; about 4 % of a ``GET /emails/{id}``'s CPU, and
 tests/test_api_handler.py compares the answers). The body is read on the event loop first, as
 Django does. A client that leaves mid-request does not cancel the view (no sync view could be
@@ -38,6 +38,11 @@ from django.http import HttpResponseBase
 from django.urls import set_script_prefix
 
 
+def api_middleware() -> list[str]:
+    """The API's chain: ``settings.MIDDLEWARE`` less ``settings.PAGE_ONLY_MIDDLEWARE``."""
+    return [name for name in settings.MIDDLEWARE if name not in settings.PAGE_ONLY_MIDDLEWARE]
+
+
 class ApiHandler(ASGIHandler):
     """An ASGI app serving Django's sync request cycle from a fixed thread pool."""
 
@@ -49,10 +54,10 @@ class ApiHandler(ASGIHandler):
         )
 
     def load_middleware(self, is_async: bool = False) -> None:
-        """Django's, over ``settings.API_MIDDLEWARE``: Django reads ``MIDDLEWARE`` there and
-        nowhere else, so it is that list for the duration of the call."""
+        """Django's, over ``MIDDLEWARE`` less ``PAGE_ONLY_MIDDLEWARE``: Django reads
+        ``MIDDLEWARE`` there and nowhere else, so it is that list for the duration of the call."""
         full = settings.MIDDLEWARE
-        settings.MIDDLEWARE = settings.API_MIDDLEWARE
+        settings.MIDDLEWARE = api_middleware()
         try:
             super().load_middleware(is_async)
         finally:
