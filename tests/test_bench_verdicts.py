@@ -121,3 +121,45 @@ def test_the_rest_bench_checks_postgresql_and_redis_work_against_the_reference(
     monkeypatch.setattr(summary, "DOCS_PAGE", tmp_path / "benchmarks.md")
     assert summary.main([]) == 1
     assert "PostgreSQL + Redis CPU per request" in (tmp_path / "benchmarks.md").read_text()
+
+
+def _kind(p50: float, p99: float, **more: float) -> dict:
+    return {"waiters": 200, "target_rate": 20, "messages_measured": 300, "delivered": 300,
+            "p50_ms": p50, "p99_ms": p99, "kb_per_waiter": 50.0, **more}  # fmt: skip
+
+
+def test_mcp_is_judged_against_the_rest_wait_through_our_own_client() -> None:
+    """(m) compares each protocol through its client library: MCP's p99 (the official MCP
+    client) against the REST wait's through pigeonhole_client, not through the bench's bare
+    HTTP client; the ratio to the bare client is printed beside it, with no target."""
+    m = {
+        "rest": _kind(2.6, 4.0),
+        "client": _kind(3.6, 5.0, client_side_p50_ms=0.4),
+        "mcp": _kind(4.8, 7.0, client_side_p50_ms=1.0),
+    }
+    rows = report._mcp_rows(m)
+    judged = [r for r in rows if r.met is not None]
+    assert len(judged) == 1
+    assert judged[0].met is True  # 7.0 ≤ 1.5 × 5.0; against the bare client's 4.0 it is not
+    assert "through pigeonhole_client (5.0 ms)" in judged[0].target
+    ratio = next(r for r in rows if r.scenario.startswith("(m) MCP p99 ÷ the bare client"))
+    assert ratio.figure == "1.75×" and ratio.met is None
+    assert any("of which in the client library: 1 ms" in r.scenario for r in rows)
+
+    m["mcp"] = _kind(4.8, 7.6)  # past 1.5 × 5.0
+    assert [r.met for r in report._mcp_rows(m) if r.met is not None] == [False]
+
+
+def test_mcp_results_without_the_client_kind_are_judged_as_before() -> None:
+    m = {"rest": _kind(2.6, 4.0), "mcp": _kind(4.8, 7.0)}
+    judged = [r for r in report._mcp_rows(m) if r.met is not None]
+    assert [r.met for r in judged] == [False] and "REST p99 (4.0 ms)" in judged[0].target
+
+
+def test_a_client_librarys_share_is_measured_from_the_response_headers() -> None:
+    samples = [_answered(n, 0.005) for n in range(10)]
+    for sample in samples:
+        sample.headers_at = 10.004  # 4 ms to the headers, 1 ms in the client library
+    figures = latency_figures(samples)
+    assert figures["client_side_p50_ms"] == 1.0 and figures["to_headers_p50_ms"] == 4.0
+    assert "client_side_p50_ms" not in latency_figures([_answered(0, 0.005)])

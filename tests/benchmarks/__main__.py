@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         database.migrate(env)
         database.setup_django(bench_url, redis_url, env["RATE_LIMIT_PER_MINUTE"])
         django_ready = True
-        count = max(sizes.waiters, min(sizes.idle_streams, 1000), 2 * sizes.mcp_sessions)
+        count = max(sizes.waiters, min(sizes.idle_streams, 1000), 3 * sizes.mcp_sessions)
         fixtures = database.create_fixtures(count)
         log(f"{len(fixtures.inboxes) + 1} inboxes and an admin key in {fixtures.seconds:.1f}s")
         if args.calls:

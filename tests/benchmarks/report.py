@@ -127,38 +127,79 @@ def rows(results: dict[str, dict], sizes: Sizes) -> list[Row]:
 
 
 def _mcp_rows(m: dict) -> list[Row]:
-    """(m): MCP wait_for_email beside the REST wait at the same size, on the same process."""
+    """(m): MCP wait_for_email beside the REST wait at the same size, on the same process.
+
+    The REST wait is measured twice in the same seconds: through the harness's bare HTTP/1.1
+    client (a few lines of asyncio, which no user runs) and through our own async client
+    (``pigeonhole_client``, on httpx), as MCP is through the official MCP client. The target
+    compares each protocol through its client library: MCP p99 ≤ 1.5 × the REST wait's p99
+    through ``pigeonhole_client``. The ratio to the bare client is printed beside it."""
     rest, mcp = m["rest"], m["mcp"]
+    client = m.get("client")  # results written before 2026-12-07 have only the bare client
+    judge = client or rest
     label = (
         f"(m) MCP wait_for_email: {mcp['waiters']} sessions, {mcp['target_rate']:g} msg/s, "
         f"{mcp['delivered']}/{mcp['messages_measured']} messages, 250 → tool result"
     )
     rest_label = (
-        f"(m) REST wait beside it: {rest['waiters']} waiters, "
+        f"(m) REST wait, bare HTTP client: {rest['waiters']} waiters, "
         f"{rest['delivered']}/{rest['messages_measured']} messages, 250 → response"
     )
-    rest_p99, mcp_p99 = rest.get("p99_ms"), mcp.get("p99_ms")
+    judge_p99, mcp_p99 = judge.get("p99_ms"), mcp.get("p99_ms")
     within = _latency_under(mcp, "p99_ms", 150)
-    if rest_p99 is not None and mcp_p99 is not None:
-        within = mcp_p99 <= 1.5 * rest_p99 and mcp_p99 < 150
-    return [
+    if judge_p99 is not None and mcp_p99 is not None:
+        within = mcp_p99 <= 1.5 * judge_p99 and mcp_p99 < 150
+    rows = [
         Row(rest_label + " p50", _latency(rest, "p50_ms"), "—", None),
         Row(rest_label + " p99", _latency(rest, "p99_ms"), "—", None),
-        Row(label + " p50", _latency(mcp, "p50_ms"), "—", None),
+    ]
+    if client is not None:
+        client_label = (
+            f"(m) REST wait through pigeonhole_client: {client['waiters']} waiters, "
+            f"{client['delivered']}/{client['messages_measured']} messages, 250 → Email"
+        )
+        rows += [
+            Row(
+                client_label + f" p50{_client_side(client)}", _latency(client, "p50_ms"), "—", None
+            ),
+            Row(client_label + " p99", _latency(client, "p99_ms"), "—", None),
+        ]
+    rest_p99 = rest.get("p99_ms")
+    against = "REST p99 through pigeonhole_client" if client is not None else "REST p99"
+    rows += [
+        Row(label + f" p50{_client_side(mcp)}", _latency(mcp, "p50_ms"), "—", None),
         Row(
             label + " p99",
             _latency(mcp, "p99_ms"),
-            f"≤ 1.5 × REST p99 ({_fmt(rest_p99, 'ms')}) and < 150 ms",
+            f"≤ 1.5 × {against} ({_fmt(judge_p99, 'ms')}) and < 150 ms",
             within,
         ),
+    ]
+    if client is not None and rest_p99 and mcp_p99 is not None:
+        rows.append(
+            Row(
+                "(m) MCP p99 ÷ the bare client's REST p99 (clients' own work included in MCP's)",
+                f"{mcp_p99 / rest_p99:.2f}×",
+                "—",
+                None,
+            )
+        )
+    rows.append(
         Row(
             "(m) web RSS per parked MCP session "
             f"(REST waiter: {_fmt(rest.get('kb_per_waiter'), 'KB')})",
             _fmt(mcp.get("kb_per_waiter"), "KB"),
             "—",
             None,
-        ),
-    ]
+        )
+    )
+    return rows
+
+
+def _client_side(kind: dict) -> str:
+    """The client library's share of the p50 (response headers → result), when measured."""
+    share = kind.get("client_side_p50_ms")
+    return "" if share is None else f" (of which in the client library: {share:g} ms)"
 
 
 def markdown_table(table: list[Row]) -> str:

@@ -16,10 +16,13 @@
     ONE shared inbox, each waiting for its own plus tag (``/wait?to=bench-fanout+wNNNN@…``), as
     parallel CI runs sharing an inbox do: every message wakes every waiter of the inbox, and
     only the one whose tag it carries answers. 250 → that waiter's response.
-(m) **MCP wait**: (a) with ``mcp_sessions`` REST waiters and as many MCP sessions (the official
-    client) calling ``wait_for_email``, all parked on the same web process, the messages
-    alternating between the two kinds: 250 → tool result beside 250 → response, measured in the
-    same seconds, and the web process's VmRSS per parked waiter of each.
+(m) **MCP wait**: (a) with ``mcp_sessions`` waiters of each of three kinds, all parked on the
+    same web process: the REST wait through the bench's bare HTTP client, the REST wait through
+    our own async client (``pigeonhole_client``, httpx) and MCP sessions (the official client)
+    calling ``wait_for_email``; the messages take turns between the kinds: 250 → answer of
+    each, measured in the same seconds, the client libraries' own share of it, and the web
+    process's VmRSS per parked waiter of each. MCP is judged against the REST wait through our
+    client: each protocol through its client library.
 
 Every timestamp comes from this process's event loop, which runs on the same cores as the
 server; the CPU the harness used is reported with each scenario.
@@ -36,6 +39,7 @@ import math
 import os
 import random
 import statistics
+import sys
 import time
 import urllib.parse
 from collections import Counter
@@ -73,8 +77,8 @@ class Sizes:
     fanout_repeats: int
     idle_streams: int
     connect_concurrency: int = 100  # connections being opened at once (listen backlog)
-    mcp_sessions: int = 200  # (m): waiters of each kind, both parked at once
-    mcp_messages: int = 300  # (m): measured messages of each kind, alternating
+    mcp_sessions: int = 200  # (m): waiters of each kind, all parked at once
+    mcp_messages: int = 300  # (m): measured messages of each kind, taking turns
 
 
 FULL = Sizes(
@@ -179,6 +183,7 @@ class _Sample:
     email_id: str | None = None
     received: float | None = None
     received_id: str | None = None
+    headers_at: float | None = None  # client libraries only: the response headers' arrival
     error: str | None = None
 
     @property
@@ -193,6 +198,12 @@ class _Waiter:
     group: str
     parked_at: float = 0.0  # when the pending wait request went out; 0 while not waiting
     sample: _Sample | None = None
+    headers_at: float = 0.0  # when the pending answer's response headers reached the client
+
+    async def headers_arrived(self, response: object) -> None:
+        """An httpx response hook: the client library has the answer's status and headers;
+        what follows until the sample ends is the client's own work (body, parsing)."""
+        self.headers_at = time.perf_counter()
 
 
 def _answered(waiter: _Waiter, now: float, email_id: str, counters: Counter[str]) -> None:
@@ -202,6 +213,8 @@ def _answered(waiter: _Waiter, now: float, email_id: str, counters: Counter[str]
         counters["unexpected_200"] += 1
         return
     sample.received, sample.received_id = now, email_id
+    if waiter.headers_at:
+        sample.headers_at, waiter.headers_at = waiter.headers_at, 0.0
 
 
 # One waiter's loop: park, record the answer, park again, until cancelled.
@@ -251,6 +264,39 @@ async def to_waiter(
     await _long_poll(ctx, waiter, counters, gate, f"timeout=120&to={to}")
 
 
+async def client_waiter(
+    ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore
+) -> None:
+    """The REST wait through our own async client (``pigeonhole_client.AsyncPigeonhole``:
+    httpx, the response parsed into its ``Email``), ``timeout`` 120, again and again."""
+    client_root = str(ROOT / "clients" / "python")  # a distribution of its own, not installed
+    if client_root not in sys.path:
+        sys.path.insert(0, client_root)
+    import httpx
+    from pigeonhole_client import AsyncPigeonhole
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    url = f"http://127.0.0.1:{ctx.stack.http_port}"
+    try:
+        http = httpx.AsyncClient(event_hooks={"response": [waiter.headers_arrived]})
+        async with AsyncPigeonhole(
+            url, ctx.fixtures.key, max_retries=0, http_client=http
+        ) as client:
+            async with gate:
+                await client.me()  # the connection opened before the first sample
+            while True:
+                waiter.parked_at = time.perf_counter()
+                email = await client.inboxes.wait(waiter.inbox_id, timeout=120)
+                now = time.perf_counter()
+                waiter.parked_at = 0.0
+                counters["http_200"] += 1
+                _answered(waiter, now, email.id, counters)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        counters[f"waiter_error {type(exc).__name__}"] += 1
+
+
 async def mcp_waiter(
     ctx: Context, waiter: _Waiter, counters: Counter[str], gate: asyncio.Semaphore
 ) -> None:
@@ -267,6 +313,7 @@ async def mcp_waiter(
         async with contextlib.AsyncExitStack() as stack:
             async with gate:
                 http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+                http.event_hooks["response"].append(waiter.headers_arrived)
                 read, write = await stack.enter_async_context(
                     streamable_http_client(url, http_client=http)
                 )
@@ -317,19 +364,24 @@ async def scenario_to(ctx: Context) -> dict:
 
 
 async def scenario_mcp(ctx: Context) -> dict:
-    """(m) the REST wait and MCP ``wait_for_email``, each with ``mcp_sessions`` waiters on their
-    own inboxes, all parked on the same web process; the messages alternate between the two
-    kinds at (a)'s rate, so both are measured in the same seconds (a burst of noise on a shared
-    machine lands on both, not on whichever ran second)."""
+    """(m) the REST wait (through the bare client and through ``pigeonhole_client``) and MCP
+    ``wait_for_email``, each with ``mcp_sessions`` waiters on their own inboxes, all parked on
+    the same web process; the messages take turns between the three kinds at (a)'s rate, so all
+    are measured in the same seconds (a burst of noise on a shared machine lands on each, not
+    on whichever ran last)."""
     sizes, inboxes = ctx.sizes, ctx.fixtures.inboxes
     count = sizes.mcp_sessions
-    rest, mcp = await _mixed_waits(
+    rest, client, mcp = await _mixed_waits(
         ctx,
         "m",
-        [(inboxes[:count], rest_waiter), (inboxes[count : 2 * count], mcp_waiter)],
+        [
+            (inboxes[:count], rest_waiter),
+            (inboxes[count : 2 * count], client_waiter),
+            (inboxes[2 * count : 3 * count], mcp_waiter),
+        ],
         sizes.mcp_messages,
     )
-    return {"rest": rest, "mcp": mcp, "cpu": mcp["cpu"]}
+    return {"rest": rest, "client": client, "mcp": mcp, "cpu": mcp["cpu"]}
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -551,6 +603,13 @@ def latency_figures(measured: list[_Sample]) -> dict:
             min_ms=_ms(min(latencies)),
             max_answered_ms=_ms(max(latencies)),
         )
+    split = [s for s in good if s.headers_at is not None]
+    if split:  # a client library's share: from the response's headers to the sample's end
+        client_side = [s.received - s.headers_at for s in split]  # type: ignore[operator]
+        out["client_side_p50_ms"] = _ms(percentile(client_side, 50))
+        out["client_side_p99_ms"] = _ms(percentile(client_side, 99))
+        before = [s.headers_at - s.acked for s in split]  # type: ignore[operator]
+        out["to_headers_p50_ms"] = _ms(percentile(before, 50))
     return out
 
 
