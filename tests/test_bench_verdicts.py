@@ -144,7 +144,7 @@ def test_mcp_is_judged_against_the_rest_wait_through_our_own_client() -> None:
     assert "through pigeonhole_client (5.0 ms)" in judged[0].target
     ratio = next(r for r in rows if r.scenario.startswith("(m) MCP p99 ÷ the bare client"))
     assert ratio.figure == "1.75×" and ratio.met is None
-    assert any("of which in the client library: 1 ms" in r.scenario for r in rows)
+    assert any("(headers → result: 1 ms)" in r.scenario for r in rows)
 
     m["mcp"] = _kind(4.8, 7.6)  # past 1.5 × 5.0
     assert [r.met for r in report._mcp_rows(m) if r.met is not None] == [False]
@@ -163,3 +163,22 @@ def test_a_client_librarys_share_is_measured_from_the_response_headers() -> None
     figures = latency_figures(samples)
     assert figures["client_side_p50_ms"] == 1.0 and figures["to_headers_p50_ms"] == 4.0
     assert "client_side_p50_ms" not in latency_figures([_answered(0, 0.005)])
+
+
+def test_mcp_fails_when_the_rest_wait_it_is_held_to_missed_messages() -> None:
+    m = {
+        "rest": _kind(2.6, 4.0),
+        "client": {**_kind(3.6, 5.0), "p99_ms": None, "missed": 3},  # unanswered waits
+        "mcp": _kind(4.8, 7.0),
+    }
+    assert [r.met for r in report._mcp_rows(m) if r.met is not None] == [False]
+
+
+def test_the_headers_row_compares_the_server_side_of_both_protocols() -> None:
+    m = {
+        "rest": _kind(2.6, 4.0),
+        "client": _kind(3.6, 5.0, to_headers_p50_ms=3.0, to_headers_p99_ms=4.0),
+        "mcp": _kind(4.8, 7.0, to_headers_p50_ms=3.6, to_headers_p99_ms=5.0),
+    }
+    row = next(r for r in report._mcp_rows(m) if "the response's headers" in r.scenario)
+    assert row.figure == "1.20× / 1.25×" and row.met is None
