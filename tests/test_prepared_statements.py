@@ -43,7 +43,7 @@ def test_the_email_read_the_inbox_page_and_the_insert_are_prepared(workspace: Wo
     assert len(queries) == 3  # recorded as any statement, by its text
     assert all(q["sql"] and "%s" in q["sql"] for q in queries), queries.captured_queries
     prepared = _prepared()
-    assert any('FROM "mail_email" e WHERE e.workspace_id' in s for s in prepared), prepared
+    assert any('FROM "mail_email" WHERE "id" = $1 OFFSET 0) e' in s for s in prepared), prepared
     assert any('FROM "inboxes_inbox" WHERE workspace_id' in s for s in prepared), prepared
     assert any(s.startswith('INSERT INTO "inboxes_inbox"') for s in prepared), prepared
     with override_settings(DB_PREPARED_STATEMENTS=False):
@@ -70,4 +70,4 @@ def test_execute_wrappers_see_prepared_statements(workspace: Workspace) -> None:
 
     with connection.execute_wrapper(wrapper):
         selectors.email_record(workspace, email_id)
-    assert len(seen) == 1 and 'FROM "mail_email" e' in seen[0]
+    assert len(seen) == 1 and 'FROM "mail_email" WHERE "id"' in seen[0]

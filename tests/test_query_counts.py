@@ -5,7 +5,8 @@ with the page."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Iterator
 
 import pytest
 from django.conf import settings
@@ -20,6 +21,8 @@ from events.models import Event
 from inboxes import services as inbox_services
 from inboxes.models import Inbox
 from labels.models import Label
+from mail import selectors
+from mail.exceptions import EmailNotFound
 from mail.models import Email
 from mail.pipeline import receive_one
 from tests.conftest import Api
@@ -177,6 +180,50 @@ def test_get_email_is_one_statement(setting: Workspace, api: Api) -> None:
         assert len(body["attachments"]) == (3 if email_id == many else 1)
         reads = [q for q in captured.captured_queries if any(t in q["sql"] for t in tables)]
         assert len(reads) == expected, [q["sql"] for q in reads]
+
+
+def test_get_email_reads_by_primary_key_without_statistics(setting: Workspace) -> None:
+    """getEmail's read finds the row by its primary key, not by walking the workspace's emails,
+    even where the table has no planner statistics (autovacuum off, or a table just loaded, as
+    here: the test database is never analyzed). Before, PostgreSQL chose a workspace index
+    there and filtered every email of the workspace to find one."""
+    from mail.selectors import _record_statement
+
+    inbox = inbox_services.inbox_create(workspace=setting, local_part="by-key")
+    for n in range(30):
+        _email(inbox, n)
+    email_id = Email.objects.filter(workspace=setting).values_list("pk", flat=True)[7]
+    if connection.vendor == "postgresql":
+        sql, _, _ = _record_statement()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) " + sql, [email_id, setting.pk]
+            )
+            plan = cursor.fetchone()[0]
+        plan = plan if isinstance(plan, list) else json.loads(plan)
+        scans = list(_scans(plan[0]["Plan"], "mail_email"))
+        assert [s.get("Index Name") for s in scans] == ["mail_email_pkey"], scans
+        assert all(s.get("Rows Removed by Filter", 0) == 0 for s in scans), scans
+    else:  # SQLite: the ORM's read (mail.selectors.email_get)
+        query = Email.objects.filter(workspace=setting, pk=email_id).query
+        sql, params = query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            details = [row[-1] for row in cursor.fetchall()]
+        assert any("PRIMARY KEY" in d or "autoindex_mail_email_1" in d for d in details), details
+    record = selectors.email_record(setting, email_id)
+    assert record.email.pk == email_id
+    other = key_services.workspace_get_or_create(name="someone else")
+    with pytest.raises(EmailNotFound):
+        selectors.email_record(other, email_id)
+
+
+def _scans(node: dict, table: str) -> Iterator[dict]:
+    """The plan's nodes that read ``table``."""
+    if node.get("Relation Name") == table:
+        yield node
+    for child in node.get("Plans", []):
+        yield from _scans(child, table)
 
 
 def test_wait_answer_is_read_like_get_email(setting: Workspace, api: Api) -> None:

@@ -376,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         database.setup_django(bench_url, redis_url, env["RATE_LIMIT_PER_MINUTE"])
         fixtures = database.create_fixtures(200)
         email_ids = seed_emails(fixtures, args.emails)
+        database.analyze(base_url)
         ours_port, reference_port = free_port(), free_port()
         if args.web_processes > 1:
             for n in range(args.web_processes):
