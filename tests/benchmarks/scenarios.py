@@ -78,7 +78,7 @@ class Sizes:
     idle_streams: int
     connect_concurrency: int = 100  # connections being opened at once (listen backlog)
     mcp_sessions: int = 200  # (m): waiters of each kind, all parked at once
-    mcp_messages: int = 300  # (m): measured messages of each kind, taking turns
+    mcp_messages: int = 1000  # (m): measured messages of each kind, taking turns
 
 
 FULL = Sizes(
