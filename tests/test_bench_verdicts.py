@@ -182,3 +182,19 @@ def test_the_headers_row_compares_the_server_side_of_both_protocols() -> None:
     }
     row = next(r for r in report._mcp_rows(m) if "the response's headers" in r.scenario)
     assert row.figure == "1.20× / 1.25×" and row.met is None
+
+
+def test_mail_goes_only_to_a_waiter_whose_wait_will_not_end_first() -> None:
+    """(a) and (m) send a message only to a waiter parked for ``GRACE_S`` and at most
+    ``STALE_S``: (m)'s 1,000 messages of each kind take longer than a wait's 120 s, and a message
+    sent to a wait about to time out would land between two waits and count as a miss."""
+    from tests.benchmarks.scenarios import GRACE_S, STALE_S, _Waiter, eligible
+
+    waiter = _Waiter("ibx", "a@x", "g", parked_at=1000.0)
+    assert not eligible(waiter, 1000.0 + GRACE_S / 2)  # its request may not be parked yet
+    assert eligible(waiter, 1000.0 + GRACE_S)
+    assert eligible(waiter, 1000.0 + STALE_S)
+    assert STALE_S < 120 and not eligible(waiter, 1000.0 + 119.9)  # its wait ends at 120 s
+    waiter.sample = _Sample(1, "ibx", warmup=False)
+    assert not eligible(waiter, 1000.0 + 10)  # already has a message in flight
+    assert not eligible(_Waiter("ibx", "a@x", "g"), 1000.0)  # not waiting

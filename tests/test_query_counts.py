@@ -204,8 +204,24 @@ def test_get_email_reads_by_primary_key_without_statistics(setting: Workspace) -
         scans = list(_scans(plan[0]["Plan"], "mail_email"))
         assert [s.get("Index Name") for s in scans] == ["mail_email_pkey"], scans
         assert all(s.get("Rows Removed by Filter", 0) == 0 for s in scans), scans
-    else:  # SQLite: the ORM's read (mail.selectors.email_get)
-        query = Email.objects.filter(workspace=setting, pk=email_id).query
+        # Served prepared, the statement soon runs on a generic plan (no values): that one too.
+        numbered = sql.replace("%s", "$1", 1).replace("%s", "$2", 1)
+        with connection.cursor() as cursor:
+            cursor.execute("SET plan_cache_mode = force_generic_plan")
+            cursor.execute("PREPARE pgh_by_key AS " + numbered)
+            try:
+                cursor.execute(
+                    "EXPLAIN (FORMAT JSON) EXECUTE pgh_by_key(%s, %s)", [email_id, setting.pk]
+                )
+                generic = cursor.fetchone()[0]
+            finally:
+                cursor.execute("DEALLOCATE pgh_by_key")
+                cursor.execute("RESET plan_cache_mode")
+        generic = generic if isinstance(generic, list) else json.loads(generic)
+        scans = list(_scans(generic[0]["Plan"], "mail_email"))
+        assert [s.get("Index Name") for s in scans] == ["mail_email_pkey"], scans
+    else:  # SQLite reads by the ORM (mail.selectors.email_get): the same promise of its query
+        query = Email.objects.filter(workspace=setting, pk=email_id).order_by("pk")[:1].query
         sql, params = query.sql_with_params()
         with connection.cursor() as cursor:
             cursor.execute("EXPLAIN QUERY PLAN " + sql, params)

@@ -4,8 +4,9 @@
     every answer); mail arrives over SMTP at a fixed rate (open loop, a new connection per
     message) to a random parked waiter. Per message: the time from the DATA ``250`` to the
     waiter's complete response. A waiter is only chosen when its request was sent at least
-    ``GRACE_S`` ago and Redis shows its inbox group subscribed, so a message never lands between
-    two waits (``wait`` without ``since`` would rightly not return it). A message its waiter
+    ``GRACE_S`` ago, no more than ``STALE_S`` ago (its wait of 120 s could end before the
+    message is stored), and Redis shows its inbox group subscribed, so a message never lands
+    between two waits (``wait`` without ``since`` would rightly not return it). A message its waiter
     does not answer within 15 s of the last send is a miss: it counts in the percentiles as
     slower than every answer, so the p99 target cannot be met by dropping it.
 (b) **fan-out**: N SSE streams on one inbox, then one message: the time from the ``250`` until
@@ -64,6 +65,7 @@ from tests.live import ROOT
 SENDER = "shop@bench.example"
 RECEIVED_MARKER = b"event: email.received"
 GRACE_S = 2.0  # a waiter is eligible for mail this long after its request went out
+STALE_S = 110.0  # ... and until this long after it: its wait times out at 120 s
 SETTLE_S = 2.0
 
 
@@ -220,6 +222,16 @@ def _answered(waiter: _Waiter, now: float, email_id: str, counters: Counter[str]
 
 # One waiter's loop: park, record the answer, park again, until cancelled.
 WaiterLoop = Callable[[Context, _Waiter, Counter[str], asyncio.Semaphore], Awaitable[None]]
+
+
+def eligible(waiter: _Waiter, now: float) -> bool:
+    """Whether mail may be sent to ``waiter`` at ``now``: it holds no sample and its wait went out
+    at least ``GRACE_S`` (it is parked) and at most ``STALE_S`` ago (it will not time out first)."""
+    return (
+        waiter.sample is None
+        and waiter.parked_at > 0
+        and GRACE_S <= now - waiter.parked_at <= STALE_S
+    )
 
 
 async def _long_poll(
@@ -490,11 +502,7 @@ async def _mixed_waits(
     async def pick(waiters: list[_Waiter], counters: Counter[str]) -> _Waiter:
         for _ in range(500):
             now = time.perf_counter()
-            ready = [
-                w
-                for w in waiters
-                if w.sample is None and w.parked_at and now - w.parked_at >= GRACE_S
-            ]
+            ready = [w for w in waiters if eligible(w, now)]
             if ready:
                 waiter = rng.choice(ready)
                 if await subscribed([waiter.group]):
