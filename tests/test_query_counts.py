@@ -6,7 +6,7 @@ with the page."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from django.conf import settings
@@ -187,44 +187,34 @@ def test_get_email_reads_by_primary_key_without_statistics(setting: Workspace) -
     even where the table has no planner statistics (autovacuum off, or a table just loaded, as
     here: the test database is never analyzed). Before, PostgreSQL chose a workspace index
     there and filtered every email of the workspace to find one."""
-    from mail.selectors import _record_statement
-
     inbox = inbox_services.inbox_create(workspace=setting, local_part="by-key")
     for n in range(30):
         _email(inbox, n)
     email_id = Email.objects.filter(workspace=setting).values_list("pk", flat=True)[7]
     if connection.vendor == "postgresql":
-        sql, _, _ = _record_statement()
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) " + sql, [email_id, setting.pk]
-            )
-            plan = cursor.fetchone()[0]
-        plan = plan if isinstance(plan, list) else json.loads(plan)
-        scans = list(_scans(plan[0]["Plan"], "mail_email"))
+        sql, _, _ = selectors._record_statement()
+        params = [email_id, setting.pk]
+        scans = _email_scans("EXPLAIN (ANALYZE, COSTS OFF, FORMAT JSON) " + sql, params)
         assert [s.get("Index Name") for s in scans] == ["mail_email_pkey"], scans
         assert all(s.get("Rows Removed by Filter", 0) == 0 for s in scans), scans
         # Served prepared, the statement soon runs on a generic plan (no values): that one too.
-        numbered = sql.replace("%s", "$1", 1).replace("%s", "$2", 1)
         with connection.cursor() as cursor:
             cursor.execute("SET plan_cache_mode = force_generic_plan")
-            cursor.execute("PREPARE pgh_by_key AS " + numbered)
-            try:
-                cursor.execute(
-                    "EXPLAIN (FORMAT JSON) EXECUTE pgh_by_key(%s, %s)", [email_id, setting.pk]
-                )
-                generic = cursor.fetchone()[0]
-            finally:
+            cursor.execute(
+                "PREPARE pgh_by_key AS " + sql.replace("%s", "$1", 1).replace("%s", "$2", 1)
+            )
+        try:
+            scans = _email_scans("EXPLAIN (FORMAT JSON) EXECUTE pgh_by_key(%s, %s)", params)
+        finally:
+            with connection.cursor() as cursor:
                 cursor.execute("DEALLOCATE pgh_by_key")
                 cursor.execute("RESET plan_cache_mode")
-        generic = generic if isinstance(generic, list) else json.loads(generic)
-        scans = list(_scans(generic[0]["Plan"], "mail_email"))
         assert [s.get("Index Name") for s in scans] == ["mail_email_pkey"], scans
     else:  # SQLite reads by the ORM (mail.selectors.email_get): the same promise of its query
         query = Email.objects.filter(workspace=setting, pk=email_id).order_by("pk")[:1].query
-        sql, params = query.sql_with_params()
+        sql, orm_params = query.sql_with_params()
         with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, orm_params)
             details = [row[-1] for row in cursor.fetchall()]
         assert any("PRIMARY KEY" in d or "autoindex_mail_email_1" in d for d in details), details
     record = selectors.email_record(setting, email_id)
@@ -234,12 +224,19 @@ def test_get_email_reads_by_primary_key_without_statistics(setting: Workspace) -
         selectors.email_record(other, email_id)
 
 
-def _scans(node: dict, table: str) -> Iterator[dict]:
-    """The plan's nodes that read ``table``."""
-    if node.get("Relation Name") == table:
-        yield node
-    for child in node.get("Plans", []):
-        yield from _scans(child, table)
+def _email_scans(explain: str, params: list) -> list[dict]:
+    """The nodes of a PostgreSQL ``EXPLAIN (FORMAT JSON)`` that read ``mail_email``."""
+    with connection.cursor() as cursor:
+        cursor.execute(explain, params)
+        plan = cursor.fetchone()[0]
+    plan = plan if isinstance(plan, list) else json.loads(plan)
+    found, nodes = [], [plan[0]["Plan"]]
+    while nodes:
+        node = nodes.pop()
+        if node.get("Relation Name") == "mail_email":
+            found.append(node)
+        nodes.extend(node.get("Plans", []))
+    return found
 
 
 def test_wait_answer_is_read_like_get_email(setting: Workspace, api: Api) -> None:
