@@ -11,6 +11,8 @@ shape and cached:
   converted as the ORM converts it (JSON, for one), into instances as the ORM makes them
   (``Model.from_db``);
 - :func:`insert` stores one new instance as ``save()`` would, by a plain ``INSERT``;
+- :func:`insert_pair` stores two in one statement under a condition (PostgreSQL: a new inbox
+  and its first event, committed in one round trip);
 - :func:`bulk_insert` stores new instances exactly as ``bulk_create`` stores them (each value
   through the field's ``pre_save`` and ``get_db_prep_save``). On PostgreSQL, rows whose primary
   key the caller set (emails, raw bytes, attachments) go in by ``COPY``, which psycopg formats in
@@ -200,6 +202,81 @@ def bulk_insert(model: type[M], objs: Iterable[M], using: str = "default") -> li
     return _saved(objs, using)
 
 
+def plain_insert(model: type[models.Model]) -> bool:
+    """Whether a new ``model`` row may go in by a plain ``INSERT``: no ``save`` override and no
+    ``pre_save``/``post_save`` receivers that the statement would skip."""
+    return not (
+        model.save is not models.Model.save
+        or signals.pre_save.has_listeners(model)
+        or signals.post_save.has_listeners(model)
+    )
+
+
+def _insert_values(obj: models.Model, connection: Any) -> list[Any]:
+    """``obj``'s values as ``save()`` inserts them (``pre_save`` runs: ``auto_now_add`` sets
+    the instance's attribute, as it does in ``save()``)."""
+    _, fields = _fields(type(obj))
+    return [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+
+
+@functools.lru_cache(maxsize=64)
+def _pair_statement(first: type[models.Model], second: type[models.Model], where: str) -> str:
+    """``WITH a AS (INSERT … SELECT … WHERE <where> RETURNING …), b AS (INSERT … SELECT … FROM
+    a RETURNING …) SELECT …``: each value cast to its column's type (a ``SELECT`` list gives
+    PostgreSQL no column to infer a parameter's type from, as ``VALUES`` in an ``INSERT`` does)."""
+    connection = connections["default"]
+    parts = []
+    for name, model, source in (("a", first, f"WHERE {where}"), ("b", second, 'FROM "a"')):
+        auto, fields = _fields(model)
+        columns = ", ".join(_quote(f.column) for f in fields)
+        values = ", ".join(f"%s::{f.cast_db_type(connection)}" for f in fields)
+        returning = _quote(auto.column) if auto is not None else "1"
+        parts.append(
+            f"{_quote(name)} AS (INSERT INTO {_quote(model._meta.db_table)} ({columns}) "
+            f"SELECT {values} {source} RETURNING {returning})"
+        )
+    return f'WITH {", ".join(parts)} SELECT "a".*, "b".* FROM "a", "b"'
+
+
+def insert_pair(
+    first: models.Model,
+    second: models.Model,
+    *,
+    where: str = "TRUE",
+    params: Sequence[Any] = (),
+) -> bool:
+    """Inserts two new instances in one statement — both or neither — provided the SQL condition
+    ``where`` (``%s`` placeholders: ``params``) holds when it runs; whether it did (False:
+    nothing was written).
+
+    One statement is atomic on its own: in autocommit mode this is a write that commits in one
+    round trip (no ``BEGIN``/``COMMIT``), its condition read in the statement's snapshot. Each
+    row as :func:`insert` stores it (``pre_save``, auto-incremented keys set from
+    ``RETURNING``); ``second`` may refer to ``first`` by a key the caller set, never by an
+    auto-incremented one. PostgreSQL only (SQLite has no ``INSERT`` in ``WITH``); both models
+    must pass :func:`plain_insert`. A unique violation is Django's ``IntegrityError``; the
+    statement is prepared (:func:`prepared_cursor`).
+    """
+    connection = connections["default"]
+    if connection.vendor != "postgresql":
+        raise NotImplementedError("insert_pair needs PostgreSQL (INSERT in WITH).")
+    for obj in (first, second):
+        if not plain_insert(type(obj)):
+            raise ValueError(f"{type(obj).__name__} needs save(): insert_pair would skip it.")
+    values = [*_insert_values(first, connection), *params, *_insert_values(second, connection)]
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_pair_statement(type(first), type(second), where), values)
+        row = cursor.fetchone()
+    if row is None:
+        return False
+    for obj, key in zip((first, second), row, strict=True):
+        auto, _ = _fields(type(obj))
+        if auto is not None:
+            setattr(obj, auto.attname, key)
+    _saved([first, second], "default")
+    return True
+
+
 def insert(obj: M, using: str = "default") -> M:
     """Inserts one new instance as ``save()`` inserts it (defaults, ``pre_save`` such as
     ``auto_now``, ``get_db_prep_save``; an auto-incremented key set from ``RETURNING``) in one
@@ -208,17 +285,12 @@ def insert(obj: M, using: str = "default") -> M:
     models without ``save`` overrides or receivers (a request's single row, e.g. a new inbox,
     where the ORM's compiler cost more CPU than PostgreSQL spent on the row). A model that has
     them gets ``save()`` itself, so a receiver added later is never skipped."""
-    model = type(obj)
-    if (
-        model.save is not models.Model.save
-        or signals.pre_save.has_listeners(model)
-        or signals.post_save.has_listeners(model)
-    ):
+    if not plain_insert(type(obj)):
         obj.save(force_insert=True, using=using)
         return obj
     connection = connections[using]
     auto, fields = _fields(type(obj))
-    params = [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
+    params = _insert_values(obj, connection)
     sql = _statement(
         obj._meta.db_table,
         tuple(f.column for f in fields),

@@ -21,9 +21,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Max, Model
 from django.utils import timezone
 
+from config import rows
 from config.rows import bulk_insert
 from events import wake
 from events.models import Event
@@ -40,11 +41,18 @@ INBOX_EXPIRED = "inbox.expired"
 INBOX_DELETED = "inbox.deleted"
 
 OnRecord = Callable[[Sequence[Event]], None]
+# What a hook says about an event it is offered before the event exists (its workspace, inbox
+# and type): True, it has nothing to do; (sql, params), it has nothing to do when that SQL
+# condition holds; False, it may have work.
+IdleIf = Callable[[str, str, str], "bool | tuple[str, list[Any]]"]
 _recording: list[OnRecord] = []  # hooks that write rows about the events, and emit none
 _reacting: list[OnRecord] = []  # hooks that may emit events of their own
+_idle_if: dict[OnRecord, IdleIf] = {}
 
 
-def on_record(hook: OnRecord | None = None, *, emits: bool = False) -> Any:
+def on_record(
+    hook: OnRecord | None = None, *, emits: bool = False, idle_if: IdleIf | None = None
+) -> Any:
     """Registers ``hook`` to run with each batch of recorded events inside the transaction that
     records them (usable as a decorator), for work that must commit with the events or not at
     all: webhook deliveries, the forward_to copy.
@@ -52,13 +60,35 @@ def on_record(hook: OnRecord | None = None, *, emits: bool = False) -> Any:
     Hooks that ``emits`` events run after all the others, so that what is recorded about a batch
     (its webhook deliveries) comes before the events the batch causes, whatever the order in which
     apps registered their hooks.
+
+    ``idle_if(workspace_id, inbox_id, type)`` tells :func:`insert_with_event` when the hook has
+    nothing to do for an event (see :data:`IdleIf`); a hook without it never lets an event be
+    recorded that way.
     """
 
     def register(fn: OnRecord) -> OnRecord:
         (_reacting if emits else _recording).append(fn)
+        if idle_if is not None:
+            _idle_if[fn] = idle_if
         return fn
 
     return register if hook is None else register(hook)
+
+
+def _idle_condition(workspace_id: str, inbox_id: str, type: str) -> tuple[str, list[Any]] | None:
+    """The SQL condition under which no hook has work for such an event (``TRUE`` when none
+    has any whatever the data says); None when some hook may have work."""
+    conditions: list[str] = []
+    params: list[Any] = []
+    for hook in (*_recording, *_reacting):
+        idle_if = _idle_if.get(hook)
+        answer = idle_if(workspace_id, inbox_id, type) if idle_if is not None else False
+        if answer is False:
+            return None
+        if answer is not True:
+            conditions.append(f"({answer[0]})")
+            params.extend(answer[1])
+    return " AND ".join(conditions) or "TRUE", params
 
 
 def _chain_heads(inbox_ids: Sequence[str]) -> dict[str, int | None]:
@@ -177,6 +207,41 @@ def emit_many(changes: Sequence[Change]) -> list[Event]:
         for hook in _reacting:
             hook(records)
     return records
+
+
+def insert_with_event(
+    row: Model, *, workspace_id: str, type: str, data: dict[str, Any]
+) -> Event | None:
+    """Inserts ``row``, a new inbox (its primary key is the inbox id), with the first event of
+    its chain (``first``, see :class:`Change`) in **one statement**, committed as it runs, when
+    no hook has work for the event; then wakes the listeners and returns the event. Otherwise —
+    a hook that may have work (a webhook endpoint that wants the event), a transaction already
+    open, SQLite — it writes nothing and returns None, and the caller inserts the row and
+    records the event with :func:`emit` in a transaction as usual.
+
+    Each hook's ``idle_if`` answers before anything is written; a condition it gives (no
+    enabled endpoint of the workspace wants the type) is part of the statement, so it is read
+    in the same snapshot as the insert: an endpoint committed before the statement sends it
+    the transactional way, where its delivery commits with the event as ``emit`` records it.
+    A unique violation of the row is Django's ``IntegrityError``, and nothing is written. One
+    round trip where the transactional way takes five (``BEGIN``, the row, the event, the
+    hooks' read, ``COMMIT``): ``POST /inboxes`` (issue 32).
+    """
+    if connection.vendor != "postgresql" or connection.in_atomic_block:
+        return None
+    if not (rows.plain_insert(row.__class__) and rows.plain_insert(Event)):
+        return None
+    inbox_id = str(row.pk)
+    idle = _idle_condition(workspace_id, inbox_id, type)
+    if idle is None:
+        return None
+    event = Event(workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data)
+    if not rows.insert_pair(row, event, where=idle[0], params=idle[1]):
+        return None  # a hook's condition failed: it has work, which needs the transaction
+    event.hints = {}
+    event.wake = ()
+    _publish([event])  # committed already (autocommit, one statement)
+    return event
 
 
 def _publish(records: Sequence[Event]) -> None:

@@ -6,6 +6,8 @@ class OutboxConfig(AppConfig):
 
     def ready(self) -> None:
         from events.services import on_record
-        from outbox.services import forward_received
+        from outbox.services import forward_received, forward_received_idle_if
 
-        on_record(forward_received, emits=True)  # the forward_to copy of received mail
+        on_record(  # the forward_to copy of received mail
+            forward_received, emits=True, idle_if=forward_received_idle_if
+        )

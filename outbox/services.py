@@ -539,6 +539,11 @@ def forward_received(records: Sequence[Event]) -> None:
             _forward_received(event)
 
 
+def forward_received_idle_if(workspace_id: str, inbox_id: str, type: str) -> bool:
+    """``forward_received`` copies received mail only (``events.on_record``'s ``idle_if``)."""
+    return type != events.EMAIL_RECEIVED
+
+
 def _forward_received(event: Event) -> None:
     inbox = getattr(event, "hints", {}).get("inbox")
     if inbox is None:

@@ -266,29 +266,114 @@ def test_wait_answer_is_read_like_get_email(setting: Workspace, api: Api) -> Non
     assert _record(setting, "eml_00000000000000000000000000") is None
 
 
-def test_create_inbox_is_three_statements(workspace: Workspace, api: Api) -> None:
-    """POST /inboxes {}: the inbox's INSERT, its inbox.created event's INSERT and the webhook
-    endpoints' read (the fan-out hook), nothing else: the new inbox's event chain is empty, so
-    its head is neither read nor locked (events.services.Change.first)."""
-    api.call("POST", "inboxes", {})  # once first: the key's read and its last_used_at write
-    with CaptureQueriesContext(connection) as captured:
+def _create_statements(api: Api, autocommit: list[bool] | None = None) -> tuple[Inbox, list[str]]:
+    """POST /inboxes {} once, and the statements it ran but for the key's and the domains'
+    reads (cached with Redis: apikeys.keycache, the domain cache; read again on every request
+    without it, in embedded mode), and whether each ran in autocommit mode."""
+
+    def spy(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        if autocommit is not None:
+            autocommit.append(connection.get_autocommit())
+        return execute(sql, params, many, context)
+
+    with CaptureQueriesContext(connection) as captured, connection.execute_wrapper(spy):
         response = api.call("POST", "inboxes", {})
     assert response.status_code == 200, response.content
     statements = [
         q["sql"]
         for q in captured.captured_queries
-        if not q["sql"].upper().startswith(("SAVEPOINT", "RELEASE", "BEGIN"))
+        if not q["sql"].upper().startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))
     ]
-    # The key and the workspace's domains: cached with Redis (apikeys.keycache, the domain
-    # cache), read again on every request without it (embedded mode).
     cached = ('SELECT "apikeys_apikey"', 'SELECT "inboxes_domain"')
     reads = [s for s in statements if s.startswith(cached)]
     assert not reads if settings.REDIS_URL else 1 <= len(reads) <= 3, reads
-    statements = [s for s in statements if s not in reads]
+    return Inbox.objects.get(pk=response.json()["id"]), [s for s in statements if s not in reads]
+
+
+def test_create_inbox_is_three_statements(workspace: Workspace, api: Api) -> None:
+    """POST /inboxes {} in a transaction (as a caller's atomic block, or these tests' own, runs
+    it): the inbox's INSERT, its inbox.created event's INSERT and the webhook endpoints' read
+    (the fan-out hook), nothing else: the new inbox's event chain is empty, so its head is
+    neither read nor locked (events.services.Change.first)."""
+    api.call("POST", "inboxes", {})  # once first: the key's read and its last_used_at write
+    created, statements = _create_statements(api)
     assert len(statements) == 3, statements
     assert statements[0].startswith('INSERT INTO "inboxes_inbox"')
     assert statements[1].startswith('INSERT INTO "webhooks_event"')
     assert "webhooks_endpoint" in statements[2]
-    created = Inbox.objects.get(pk=response.json()["id"])
     first = Event.objects.unscoped().get(inbox_id=created.pk)
     assert first.type == "inbox.created" and first.prev_id is None
+
+
+def _hook(workspace: Workspace, events: list[str], *, enabled: bool = True) -> Endpoint:
+    endpoint, _ = webhook_services.endpoint_create(
+        workspace=workspace,
+        url="https://hooks.example.net/in",
+        events=events,
+        inbox_ids=[],
+        label_keys=[],
+        enabled=enabled,
+        by=Actor.system("tests"),
+    )
+    return endpoint
+
+
+@pytest.mark.django_db(transaction=True)
+def test_create_inbox_is_one_statement_outside_a_transaction(
+    workspace: Workspace, api: Api
+) -> None:
+    """POST /inboxes {} as the web process serves it (no transaction open) in a workspace where
+    no enabled endpoint wants inbox.created: the inbox and its event go in by one statement in
+    autocommit mode (events.insert_with_event) — one round trip, where the transaction took
+    five (BEGIN, two INSERTs, the endpoints' read, COMMIT). On SQLite (no INSERT in WITH) the
+    transaction stays. The event is the one the transactional way records; nothing else is
+    written."""
+    _hook(workspace, ["email.received"])  # wants another type
+    _hook(workspace, ["inbox.created"], enabled=False)
+    api.call("POST", "inboxes", {})  # once first: the key's read and its last_used_at write
+    autocommit: list[bool] = []
+    created, statements = _create_statements(api, autocommit)
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1, statements
+        assert statements[0].startswith('WITH "a" AS (INSERT INTO "inboxes_inbox"')
+        assert 'INSERT INTO "webhooks_event"' in statements[0]
+        assert autocommit == [True]  # no transaction around it: it commits as it runs
+    else:
+        assert len(statements) == 3, statements
+    first = Event.objects.unscoped().get(inbox_id=created.pk)
+    assert first.type == "inbox.created" and first.prev_id is None
+    assert first.workspace_id == workspace.pk
+    assert first.data == {"inbox": inbox_services.inbox_record(created), "source": "api"}
+    assert not Delivery.objects.filter(workspace_id=workspace.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_create_inbox_for_an_endpoint_takes_the_transaction(workspace: Workspace, api: Api) -> None:
+    """An enabled endpoint that wants inbox.created: the one statement writes nothing (its
+    condition fails in the statement's snapshot) and the create runs in a transaction, where the
+    delivery commits with the event."""
+    endpoint = _hook(workspace, ["inbox.created"])
+    api.call("POST", "inboxes", {})
+    autocommit: list[bool] = []
+    created, statements = _create_statements(api, autocommit)
+    inserts = [s for s in statements if s.startswith(("INSERT", "WITH"))]
+    if connection.vendor == "postgresql":
+        assert inserts[0].startswith('WITH "a" AS'), statements  # tried, wrote nothing
+        assert autocommit[0] is True and False in autocommit[1:]
+    event = Event.objects.unscoped().get(inbox_id=created.pk)
+    assert Inbox.objects.filter(workspace=workspace).count() == 2
+    assert Event.objects.unscoped().filter(workspace_id=workspace.pk).count() == 2
+    delivery = Delivery.objects.get(workspace_id=workspace.pk, event_id=event.pk)
+    assert delivery.endpoint_id == endpoint.pk and delivery.event == "inbox.created"
+    assert Delivery.objects.filter(workspace_id=workspace.pk).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_create_inbox_one_statement_taken_address(workspace: Workspace, api: Api) -> None:
+    """A taken address through the one statement: 409 address_taken, nothing written."""
+    assert api.call("POST", "inboxes", {"local_part": "same"}).status_code == 200
+    before = (Inbox.objects.count(), Event.objects.unscoped().count())
+    response = api.call("POST", "inboxes", {"local_part": "same"})
+    assert response.status_code == 409, response.content
+    assert response.json()["error"]["code"] == "address_taken"
+    assert (Inbox.objects.count(), Event.objects.unscoped().count()) == before

@@ -191,6 +191,20 @@ def _save_and_queue(deliveries: list[Delivery]) -> list[Delivery]:
     return deliveries
 
 
+def fan_out_idle_if(workspace_id: str, inbox_id: str, type: str) -> bool | tuple[str, list[Any]]:
+    """When ``fan_out`` has nothing to do for an event (``events.on_record``'s ``idle_if``):
+    never for a type no webhook carries; otherwise when no enabled endpoint of the workspace
+    subscribes to the type (``_wants`` checks the type first, so there is then no delivery)."""
+    if type not in WEBHOOK_EVENTS:
+        return True
+    table = Endpoint._meta.db_table
+    return (
+        f'NOT EXISTS (SELECT 1 FROM "{table}" WHERE "workspace_id" = %s AND "enabled" '
+        'AND "events" @> jsonb_build_array(%s::text))',
+        [workspace_id, type],
+    )
+
+
 def fan_out(records: Sequence[Event]) -> list[Delivery]:
     """Deliveries for every enabled endpoint that wants each event (in the events' transaction;
     one read of the endpoints and one insert for the whole batch): the ``events.on_record``

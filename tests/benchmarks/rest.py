@@ -357,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         action="store_true",
         help="py-spy our web process during its first round of each kind "
-        "(results/rest-profile-*.txt; summarise with python -m tests.benchmarks.profiles)",
+        "(results/rest-profile-*.txt; summarise with python -m tests.benchmarks.profiles; "
+        "PYSPY_GIL=1 samples only the thread holding the GIL: where the CPU goes)",
     )
     args = parser.parse_args(argv)
     base_url = os.environ.get("DATABASE_URL") or database.DEFAULT_DATABASE_URL

@@ -283,6 +283,7 @@ class Profiler:
                 "--nonblocking",
                 "--threads",
                 *(["--idle"] if idle else []),
+                *(["--gil"] if os.environ.get("PYSPY_GIL") else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
