@@ -5,11 +5,11 @@ process.
 A bearer key's row and its workspace's row are read from PostgreSQL once and kept here, by the
 key's SHA-256 digest (never the plain key), with the credentials epoch (``apikeys.epoch``) read
 *before* the rows. A later request with the same key reads the epoch from Redis again — in the
-same pipeline as the rate limiter's counter when the caller counts the request, so the check
-costs no round trip of its own — and uses the cached rows only when the epoch has not moved
-since; any write to any key or workspace moves it, and the rows are read again. Expiry is
-checked on every request against the cached ``expires_at``. Each request gets model instances
-of its own (``from_db``), never shared ones.
+same round trip as the rate limiter's counter when the caller counts the request
+(``throttling.round_trip``), so the check costs no round trip of its own — and uses the
+cached rows only when the epoch has not moved since; any write to any key or workspace moves
+it, and the rows are read again. Expiry is checked on every request against the cached
+``expires_at``. Each request gets model instances of its own (``from_db``), never shared ones.
 
 Without Redis (embedded mode) there is no epoch to check and nothing is cached.
 """
@@ -28,7 +28,7 @@ from django.utils import timezone
 from apikeys import epoch, selectors, tokens
 from apikeys.exceptions import InvalidKey, KeyExpired
 from apikeys.models import ApiKey, Workspace
-from apikeys.throttling import WINDOW_SECONDS, _redis, rate_key, wait_after
+from apikeys.throttling import WINDOW_SECONDS, _redis, rate_key, round_trip, wait_after
 
 MAX_ENTRIES = 10_000  # distinct keys cached per process; beyond it the cache starts over
 
@@ -81,11 +81,9 @@ def lookup(plain: str, *, count: bool = False) -> Found:
     if entry is not None and count:
         now = time.time()
         name = rate_key(f"key:{entry.key[0]}", now)
-        pipe = client.pipeline(transaction=False)
-        pipe.incr(name)
-        pipe.expire(name, WINDOW_SECONDS + 5, nx=True)
-        pipe.get(epoch.KEY)
-        hits, _, current = pipe.execute()
+        hits, _, current = round_trip(
+            ("INCR", name), ("EXPIRE", name, WINDOW_SECONDS + 5, "NX"), ("GET", epoch.KEY)
+        )
         wait, counted = wait_after(int(hits), settings.RATE_LIMIT_PER_MINUTE, now), True
     else:
         current = client.get(epoch.KEY)
