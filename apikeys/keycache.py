@@ -6,7 +6,7 @@ A bearer key's row and its workspace's row are read from PostgreSQL once and kep
 key's SHA-256 digest (never the plain key), with the credentials epoch (``apikeys.epoch``) read
 *before* the rows. A later request with the same key reads the epoch from Redis again — in the
 same round trip as the rate limiter's counter when the caller counts the request
-(``throttling.round_trip``), so the check costs no round trip of its own — and uses the
+(``config.roundtrip``), so the check costs no round trip of its own — and uses the
 cached rows only when the epoch has not moved since; any write to any key or workspace moves
 it, and the rows are read again. Expiry is checked on every request against the cached
 ``expires_at``. Each request gets model instances of its own (``from_db``), never shared ones.
@@ -28,7 +28,8 @@ from django.utils import timezone
 from apikeys import epoch, selectors, tokens
 from apikeys.exceptions import InvalidKey, KeyExpired
 from apikeys.models import ApiKey, Workspace
-from apikeys.throttling import WINDOW_SECONDS, _redis, rate_key, round_trip, wait_after
+from apikeys.throttling import WINDOW_SECONDS, _redis, rate_key, wait_after
+from config.roundtrip import round_trip
 
 MAX_ENTRIES = 10_000  # distinct keys cached per process; beyond it the cache starts over
 
@@ -82,7 +83,7 @@ def lookup(plain: str, *, count: bool = False) -> Found:
         now = time.time()
         name = rate_key(f"key:{entry.key[0]}", now)
         hits, _, current = round_trip(
-            ("INCR", name), ("EXPIRE", name, WINDOW_SECONDS + 5, "NX"), ("GET", epoch.KEY)
+            client, ("INCR", name), ("EXPIRE", name, WINDOW_SECONDS + 5, "NX"), ("GET", epoch.KEY)
         )
         wait, counted = wait_after(int(hits), settings.RATE_LIMIT_PER_MINUTE, now), True
     else:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import secrets
 import threading
 import time
@@ -58,41 +57,6 @@ def _redis() -> redis.Redis | None:
     """
     url = getattr(settings, "REDIS_URL", "")
     return redis.Redis.from_url(url) if url else None
-
-
-_held = threading.local()  # this thread's own connection for round_trip(): (pid, connection)
-
-
-def round_trip(*commands: tuple[Any, ...]) -> list[Any]:
-    """Sends ``commands`` to Redis in one round trip on a connection this thread holds, and
-    returns their replies as the server gives them (integers, bytes, None).
-
-    What ``client.pipeline(transaction=False)`` does, without its per-call work — a pipeline
-    object, a checkout from the shared pool and its liveness poll, the reply callbacks — for the
-    path every API request takes (the key cache's counter and epoch read: ``Pipeline.execute``
-    was 7 % of a ``GET /emails/{id}``'s CPU under 50 clients). A connection that fails (Redis
-    restarted, the connection killed) is dropped and the commands sent once more on a new one,
-    as redis-py retries once; an error reply raises ``redis.ResponseError``.
-    """
-    client = _redis()
-    assert client is not None, "round_trip needs REDIS_URL"
-    pid = os.getpid()
-    for attempt in (1, 2):
-        held = getattr(_held, "connection", None)
-        if held is None or held[0] != pid:  # none yet, or inherited across a fork
-            pool = client.connection_pool
-            held = (pid, pool.connection_class(**pool.connection_kwargs))
-            _held.connection = held
-        connection = held[1]
-        try:
-            connection.send_packed_command(connection.pack_commands(commands))
-            return [connection.read_response() for _ in commands]
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
-            connection.disconnect()
-            _held.connection = None
-            if attempt == 2:
-                raise
-    raise AssertionError("unreachable")
 
 
 def rate_key(identity: str, now: float) -> str:

@@ -7,8 +7,8 @@ streams of every inbox it touched (``events.wake.publish``). Through the layer's
 round trip per event there, and the thread waiting for all of it: a wait that grew with the
 events of each batch, while the smtpd's next batch waited behind it (measured in the commit that
 introduced this module). :meth:`PubSubLayer.group_send_many` sends the same messages (the layer's
-own serializer, its group channel names and shards) as one pipeline of ``PUBLISH`` commands from
-the calling thread, with a synchronous client kept per process.
+own serializer, its group channel names and shards) as one round trip of ``PUBLISH`` commands from
+the calling thread (:mod:`config.roundtrip`), with a synchronous client kept per process.
 
 Subscribers are unchanged: web processes subscribe through the layer as before, and a message
 published here is what ``group_send`` would have published.
@@ -29,6 +29,8 @@ from typing import Any
 import redis
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from channels_redis.utils import _consistent_hash, decode_hosts
+
+from config.roundtrip import round_trip
 
 SOCKET_TIMEOUT = 5.0  # seconds; a Redis that does not answer must not hold a batch for long
 
@@ -67,7 +69,7 @@ class PubSubLayer(RedisPubSubChannelLayer):
             shard = _consistent_hash(channel, len(self._hosts))
             by_shard.setdefault(shard, []).append((channel, self.serialize(message)))
         for shard, published in by_shard.items():
-            pipe = self._client(shard).pipeline(transaction=False)
-            for channel, payload in published:
-                pipe.publish(channel, payload)
-            pipe.execute()
+            round_trip(
+                self._client(shard),
+                *(("PUBLISH", channel, payload) for channel, payload in published),
+            )
