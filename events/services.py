@@ -230,7 +230,11 @@ def insert_with_event(
     round trip where the transactional way takes five (``BEGIN``, the row, the event, the
     hooks' read, ``COMMIT``): ``POST /inboxes`` (issue 32).
     """
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
+    if (
+        connection.vendor != "postgresql"
+        or connection.in_atomic_block
+        or not connection.get_autocommit()  # a transaction the caller manages by hand
+    ):
         return None
     if not (rows.plain_insert(row.__class__) and rows.plain_insert(Event)):
         return None

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -377,3 +377,23 @@ def test_create_inbox_one_statement_taken_address(workspace: Workspace, api: Api
     assert response.status_code == 409, response.content
     assert response.json()["error"]["code"] == "address_taken"
     assert (Inbox.objects.count(), Event.objects.unscoped().count()) == before
+
+
+@pytest.mark.postgresql  # the one statement's subject: SQLite never takes it
+@pytest.mark.django_db(transaction=True)
+def test_create_inbox_in_a_transaction_managed_by_hand_takes_the_transaction(
+    workspace: Workspace,
+) -> None:
+    """Autocommit turned off by the caller (no atomic block): the create is the caller's to
+    commit or roll back, so it takes the transactional way, and a rollback leaves nothing."""
+    transaction.set_autocommit(False)
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            created = inbox_services.inbox_create(workspace=workspace, local_part="by-hand")
+        transaction.rollback()
+    finally:
+        transaction.set_autocommit(True)
+    inserts = [q["sql"] for q in captured.captured_queries if "INSERT" in q["sql"]]
+    assert inserts[0].startswith('INSERT INTO "inboxes_inbox"'), inserts
+    assert not Inbox.objects.filter(pk=created.pk).exists()
+    assert not Event.objects.unscoped().filter(inbox_id=created.pk).exists()
