@@ -117,12 +117,14 @@ def _preparing_cursor_class() -> type:
 
         def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
             kwargs.setdefault("prepare", True)
-            result = super().execute(query, params, **kwargs)
-            # Django's debug cursor records ``_query.query``, which psycopg sets for client-side
-            # cursors only: the statement's text, its values not spelled in (they never are).
-            text = query.encode() if isinstance(query, str) else query
-            self._query = types.SimpleNamespace(query=text)
-            return result
+            try:
+                return super().execute(query, params, **kwargs)
+            finally:
+                # Django's debug cursor records ``_query.query``, which psycopg sets for
+                # client-side cursors only: the statement's text, its values not spelled in
+                # (they never are); a statement that failed is recorded by its text too.
+                text = query.encode() if isinstance(query, str) else query
+                self._query = types.SimpleNamespace(query=text)
 
     return PreparingCursor
 

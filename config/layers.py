@@ -61,7 +61,7 @@ class PubSubLayer(RedisPubSubChannelLayer):
         return client
 
     def group_send_many(self, messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Publishes ``(group, message)`` pairs in order, one pipeline per shard, from a thread
+        """Publishes ``(group, message)`` pairs in order, one round trip per shard, from a thread
         (never from a running event loop: it blocks for the round trip)."""
         by_shard: dict[int, list[tuple[str, bytes]]] = {}
         for group, message in messages:

@@ -7,10 +7,14 @@ callbacks — for the paths every request takes: the key cache's counter and epo
 clients) and the wake-up ``PUBLISH`` after a commit (``config.layers``).
 
 Each thread keeps one connection per client's pool, made with the pool's own settings (address,
-timeouts, credentials, TLS), outside the pool. A connection that fails (Redis restarted, the
-connection killed) is dropped and the commands sent once more on a new one, as redis-py retries
-once; an error reply raises ``redis.ResponseError``. Replies are as the server gives them
-(integers, bytes, None): no response callbacks.
+timeouts, credentials, TLS, redis-py's retries of the connect), outside the pool. A connection
+that fails (Redis restarted, the connection killed) is dropped and the commands sent once more
+on a new one; a counter whose reply was lost after the server ran it may then count twice, as
+with redis-py's own retries. Every reply is read before an error reply raises
+``redis.ResponseError`` (a ``MISCONF`` or ``READONLY`` refusal of a write, say), so the
+connection stays in step: the next call reads its own replies. Any other failure mid-read drops
+the connection. Replies are as the server gives them (integers, bytes, None): no response
+callbacks.
 """
 
 from __future__ import annotations
@@ -47,10 +51,27 @@ def round_trip(client: redis.Redis, *commands: tuple[Any, ...]) -> list[Any]:
         connection = held[1]
         try:
             connection.send_packed_command(connection.pack_commands(commands))
-            return [connection.read_response() for _ in commands]
+            replies = []
+            for _ in commands:  # every reply read, errors too: the next call's come next
+                try:
+                    replies.append(connection.read_response())
+                except redis.ResponseError as error:
+                    replies.append(error)
         except (redis.ConnectionError, redis.TimeoutError, OSError):
-            connection.disconnect()
-            del _held.connections[pool]
+            _drop(pool, connection)
             if attempt == 2:
                 raise
+            continue
+        except BaseException:  # anything else mid-read: its replies may be unread, never reuse it
+            _drop(pool, connection)
+            raise
+        for reply in replies:
+            if isinstance(reply, redis.ResponseError):
+                raise reply
+        return replies
     raise AssertionError("unreachable")
+
+
+def _drop(pool: Any, connection: Any) -> None:
+    connection.disconnect()
+    _held.connections.pop(pool, None)

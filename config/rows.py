@@ -35,6 +35,7 @@ are Django's internals: :mod:`config.django_adapter` reaches them.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -219,17 +220,27 @@ def _insert_values(obj: models.Model, connection: Any) -> list[Any]:
     return [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
 
 
+def _unbounded(db_type: str) -> str:
+    """A column type without its length (``varchar(320)`` -> ``varchar``, ``char(2)`` ->
+    ``bpchar``): an explicit cast to a bounded type cuts a longer value short without a word,
+    where the column's own assignment refuses it (``value too long``), as a plain ``INSERT``
+    does."""
+    db_type = re.sub(r"^(varchar|character varying)\(\d+\)", r"\1", db_type)
+    return re.sub(r"^(char|character)\(\d+\)", "bpchar", db_type)
+
+
 @functools.lru_cache(maxsize=64)
 def _pair_statement(first: type[models.Model], second: type[models.Model], where: str) -> str:
     """``WITH a AS (INSERT … SELECT … WHERE <where> RETURNING …), b AS (INSERT … SELECT … FROM
-    a RETURNING …) SELECT …``: each value cast to its column's type (a ``SELECT`` list gives
-    PostgreSQL no column to infer a parameter's type from, as ``VALUES`` in an ``INSERT`` does)."""
+    a RETURNING …) SELECT …``: each value cast to its column's type less any length (a
+    ``SELECT`` list gives PostgreSQL no column to infer a parameter's type from, as ``VALUES``
+    in an ``INSERT`` does; the column checks the length on assignment)."""
     connection = connections["default"]
     parts = []
     for name, model, source in (("a", first, f"WHERE {where}"), ("b", second, 'FROM "a"')):
         auto, fields = _fields(model)
         columns = ", ".join(_quote(f.column) for f in fields)
-        values = ", ".join(f"%s::{f.cast_db_type(connection)}" for f in fields)
+        values = ", ".join(f"%s::{_unbounded(f.cast_db_type(connection))}" for f in fields)
         returning = _quote(auto.column) if auto is not None else "1"
         parts.append(
             f"{_quote(name)} AS (INSERT INTO {_quote(model._meta.db_table)} ({columns}) "

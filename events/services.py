@@ -83,11 +83,12 @@ def _idle_condition(workspace_id: str, inbox_id: str, type: str) -> tuple[str, l
     for hook in (*_recording, *_reacting):
         idle_if = _idle_if.get(hook)
         answer = idle_if(workspace_id, inbox_id, type) if idle_if is not None else False
-        if answer is False:
+        if answer is True:
+            continue
+        if not isinstance(answer, tuple):  # False, or anything not a condition: it may have work
             return None
-        if answer is not True:
-            conditions.append(f"({answer[0]})")
-            params.extend(answer[1])
+        conditions.append(f"({answer[0]})")
+        params.extend(answer[1])
     return " AND ".join(conditions) or "TRUE", params
 
 

@@ -56,7 +56,7 @@ def wake_message(event: Event) -> dict[str, Any]:
 
 def publish(records: Sequence[Event]) -> None:
     """Publishes each event to its groups on the channel layer, in order: from a thread, with
-    Redis, as one pipeline of ``PUBLISH`` commands sent from that thread
+    Redis, as one round trip of ``PUBLISH`` commands sent from that thread
     (``config.layers.PubSubLayer.group_send_many``); else the whole batch in one hop to the event
     loop."""
     layer = get_channel_layer()

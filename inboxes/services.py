@@ -396,6 +396,8 @@ def inbox_create(
                     try:
                         insert_row(inbox)  # save()'s INSERT without the ORM's compiler
                     except IntegrityError as exc:
+                        if not _unique_violation(exc):
+                            raise
                         raise _Taken() from exc
                     events.emit(
                         workspace_id=workspace.pk,
@@ -428,8 +430,20 @@ def _created_in_one_statement(workspace: Workspace, inbox: Inbox, source: str) -
             data={"inbox": inbox_record(inbox), "source": source},
         )
     except IntegrityError as exc:
+        if not _unique_violation(exc):
+            raise
         raise _Taken() from exc
     return created is not None
+
+
+def _unique_violation(exc: IntegrityError) -> bool:
+    """Whether ``exc`` is a unique violation (the address, taken meanwhile: :class:`_Taken`),
+    not another integrity error, which is raised as it is (a foreign key's: the workspace deleted
+    meanwhile, reported by the one statement as it commits, as the transaction did at
+    ``COMMIT``)."""
+    cause = exc.__cause__
+    sqlstate = getattr(cause, "sqlstate", None)
+    return sqlstate == "23505" if sqlstate is not None else "UNIQUE" in str(cause)  # SQLite
 
 
 def inbox_update(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -25,7 +25,7 @@ from mail import selectors
 from mail.exceptions import EmailNotFound
 from mail.models import Email
 from mail.pipeline import receive_one
-from tests.conftest import Api
+from tests.conftest import Api, error_of
 from tests.mail.messages import PNG, message
 from webhooks import services as webhook_services
 from webhooks.models import Attempt, Delivery, Endpoint
@@ -373,7 +373,11 @@ def test_create_inbox_one_statement_taken_address(workspace: Workspace, api: Api
     """A taken address through the one statement: 409 address_taken, nothing written."""
     assert api.call("POST", "inboxes", {"local_part": "same"}).status_code == 200
     before = (Inbox.objects.count(), Event.objects.unscoped().count())
-    response = api.call("POST", "inboxes", {"local_part": "same"})
+    with CaptureQueriesContext(connection) as captured:
+        response = api.call("POST", "inboxes", {"local_part": "same"})
+    if connection.vendor == "postgresql":  # refused by the one statement itself
+        inserts = [q["sql"] for q in captured.captured_queries if "INSERT" in q["sql"]]
+        assert len(inserts) == 1 and inserts[0].startswith('WITH "a" AS'), inserts
     assert response.status_code == 409, response.content
     assert response.json()["error"]["code"] == "address_taken"
     assert (Inbox.objects.count(), Event.objects.unscoped().count()) == before
@@ -397,3 +401,41 @@ def test_create_inbox_in_a_transaction_managed_by_hand_takes_the_transaction(
     assert inserts[0].startswith('INSERT INTO "inboxes_inbox"'), inserts
     assert not Inbox.objects.filter(pk=created.pk).exists()
     assert not Event.objects.unscoped().filter(inbox_id=created.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cap_on_inboxes_holds_outside_a_transaction(workspace: Workspace, api: Api) -> None:
+    """A capped workspace's creates take the transaction (counted under the workspace's lock),
+    also where a create would otherwise be one statement."""
+    workspace.max_inboxes = 1
+    workspace.save(update_fields=["max_inboxes"])
+    assert api.call("POST", "inboxes", {}).status_code == 200
+    assert error_of(api.call("POST", "inboxes", {})) == (429, "limit_reached")
+    assert Inbox.objects.filter(workspace=workspace).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_workspaces_endpoint_leaves_a_create_one_statement(
+    workspace: Workspace, other_workspace: Workspace, api: Api
+) -> None:
+    """An endpoint that wants inbox.created in another workspace: this workspace's create is
+    still one statement (PostgreSQL), and the other workspace gets no delivery."""
+    _hook(other_workspace, ["inbox.created"])
+    api.call("POST", "inboxes", {})
+    created, statements = _create_statements(api)
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1 and statements[0].startswith('WITH "a" AS'), statements
+    assert Event.objects.unscoped().filter(inbox_id=created.pk).count() == 1
+    assert not Delivery.objects.filter(workspace_id=other_workspace.pk).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_create_for_a_deleted_workspace_is_not_an_address_taken(workspace: Workspace) -> None:
+    """A foreign key's violation (the workspace deleted meanwhile) is raised as it is, not taken
+    for a taken address and retried; nothing is written."""
+    gone = Workspace.objects.get(pk=workspace.pk)
+    Workspace.objects.filter(pk=workspace.pk).delete()
+    with pytest.raises(IntegrityError):
+        inbox_services.inbox_create(workspace=gone)
+    assert not Inbox.objects.filter(workspace_id=gone.pk).exists()
+    assert not Event.objects.unscoped().filter(workspace_id=gone.pk).exists()

@@ -86,3 +86,21 @@ def test_each_client_has_its_own_connection_in_a_thread() -> None:
     round_trip(other, ("CLIENT", "SETNAME", "pgh-rt-second"))
     assert round_trip(client, ("CLIENT", "GETNAME")) == [b"pgh-rt-first"]
     assert round_trip(other, ("CLIENT", "GETNAME")) == [b"pgh-rt-second"]
+
+
+def test_an_error_reply_leaves_the_connection_in_step() -> None:
+    """An error reply before other replies (a write refused: MISCONF, READONLY, OOM): the call
+    raises, and the next call on the thread's connection reads its own replies, not the ones
+    left behind (the key cache would otherwise take an epoch for a count, and a stale epoch for
+    the current one)."""
+    name = _name()
+    client = throttling._redis()
+    assert client is not None
+    client.set(name, b"7")
+    try:
+        for _ in range(3):
+            with pytest.raises(redis.ResponseError):
+                round_trip(client, ("NOSUCHCOMMAND",), ("GET", name), ("GET", name))
+        assert round_trip(client, ("INCR", name), ("EXISTS", f"{name}:absent")) == [8, 0]
+    finally:
+        client.delete(name)

@@ -1,4 +1,4 @@
-"""``config.rows``: ``insert`` stores what ``save()`` stores, ``bulk_insert`` exactly what ``QuerySet.bulk_create`` stores and
+"""``config.rows``: ``insert`` (and ``insert_pair``) store what ``save()`` stores, ``bulk_insert`` exactly what ``QuerySet.bulk_create`` stores and
 ``select_rows`` reads exactly what the ORM reads, row by row, on the database this run uses
 (PostgreSQL, or SQLite in the embedded pass)."""
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.db import IntegrityError, connection, connections, models, transaction
+from django.db import DataError, IntegrityError, connection, connections, models, transaction
 from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
@@ -17,6 +17,7 @@ from config.rows import (
     _copy_shape,
     bulk_insert,
     insert,
+    insert_pair,
     placeholders,
     rows_per_statement,
     select_rows,
@@ -289,3 +290,62 @@ def test_insert_of_a_model_with_receivers_is_a_save(workspace: Workspace) -> Non
         post_save.disconnect(receiver, sender=Inbox)
     assert heard == ["heard@pigeonhole.test"]
     assert Inbox.objects.filter(pk=inbox.pk).exists()
+
+
+def _full_inbox(workspace: Workspace, local: str) -> Inbox:
+    inbox = _inbox(workspace, local)
+    inbox.name = "Shöp ✓ 'quoted' \"double\" \\ back %s"
+    inbox.agent_name = "agent"
+    inbox.allow_senders = ["a@shop.example"]
+    inbox.forward_to = "out@elsewhere.example"
+    inbox.max_emails = None
+    return inbox
+
+
+@pytest.mark.postgresql  # INSERT in WITH: PostgreSQL only
+@pytest.mark.django_db(transaction=True)
+def test_insert_pair_stores_what_save_stores(workspace: Workspace) -> None:
+    """Both rows as ``save()`` stores them, column by column (text, lists and dicts as jsonb,
+    nulls, integers, timestamps, a foreign key), in one statement; the event's key comes back."""
+    ours = _full_inbox(workspace, "pair-ours")
+    event = Event(
+        workspace_id=workspace.pk, inbox_id=ours.pk, type="inbox.created", data={"k": [1]}
+    )
+    with CaptureQueriesContext(connection) as queries:
+        assert insert_pair(ours, event)
+    assert len(queries) == 1 and queries[0]["sql"].startswith('WITH "a" AS (INSERT')
+    theirs = _full_inbox(workspace, "pair-theirs")
+    theirs.save()
+    skip = ("id", "address", "local_part", "created_at", "updated_at")
+    assert _row(ours, skip) == _row(theirs, skip)
+    assert _row(ours)["created_at"] == ours.created_at
+    assert not ours._state.adding and not event._state.adding
+    stored = Event.objects.unscoped().get(pk=event.pk)
+    assert (stored.inbox_id, stored.type, stored.data, stored.prev_id) == (
+        ours.pk,
+        "inbox.created",
+        {"k": [1]},
+        None,
+    )
+    assert stored.created_at == event.created_at
+
+
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_insert_pair_writes_neither_row_when_it_cannot_write_both(workspace: Workspace) -> None:
+    """Its condition false: False, nothing written. A value too long for its column: refused
+    (DataError) as a plain INSERT refuses it, never cut short. A unique violation: Django's
+    IntegrityError. Neither row is written in any of these."""
+
+    def pair(inbox: Inbox) -> tuple[Inbox, Event]:
+        return inbox, Event(workspace_id=workspace.pk, inbox_id=inbox.pk, type="inbox.created")
+
+    assert not insert_pair(*pair(_inbox(workspace, "never")), where="%s = 1", params=[2])
+    long = _inbox(workspace, "x" * 65)  # local_part holds 64
+    with pytest.raises(DataError):
+        insert_pair(*pair(long))
+    assert insert_pair(*pair(_inbox(workspace, "taken")))
+    with pytest.raises(IntegrityError):
+        insert_pair(*pair(_inbox(workspace, "taken")))
+    assert [i.local_part for i in Inbox.objects.filter(workspace=workspace)] == ["taken"]
+    assert Event.objects.unscoped().filter(workspace_id=workspace.pk).count() == 1

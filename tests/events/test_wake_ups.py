@@ -11,6 +11,8 @@ import pytest
 import redis
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
 from tests.conftest import Api
@@ -45,8 +47,11 @@ def test_a_new_inbox_publishes_no_wake_up_and_its_next_event_does(
     pubsub.psubscribe(f"{prefix}__group__inbox.*")
     assert pubsub.get_message(timeout=5)["type"] == "psubscribe"  # subscribed before the create
     try:
-        response = api.call("POST", "inboxes", {})
+        with CaptureQueriesContext(connection) as captured:
+            response = api.call("POST", "inboxes", {})
         assert response.status_code == 200, response.content
+        first = next(q["sql"] for q in captured.captured_queries if "INSERT" in q["sql"])
+        assert first.startswith('INSERT INTO "inboxes_inbox"' if capped else 'WITH "a" AS')
         inbox_id = response.json()["id"]
         assert api.call("DELETE", f"inboxes/{inbox_id}").status_code == 200
         # Published in order from this thread: a wake-up of the create would come first.
