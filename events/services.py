@@ -217,10 +217,10 @@ def insert_with_event(
 ) -> Event | None:
     """Inserts ``row``, a new inbox (its primary key is the inbox id), with the first event of
     its chain (``first``, see :class:`Change`) in **one statement**, committed as it runs, when
-    no hook has work for the event; and returns the event. Otherwise —
-    a hook that may have work (a webhook endpoint that wants the event), a transaction already
-    open, SQLite — it writes nothing and returns None, and the caller inserts the row and
-    records the event with :func:`emit` in a transaction as usual.
+    no hook has work for the event, and returns the event. Otherwise — a hook that may have
+    work (a webhook endpoint that wants the event), a transaction already open, SQLite — it
+    writes nothing and returns None, and the caller inserts the row and records the event with
+    :func:`emit` in a transaction as usual.
 
     Each hook's ``idle_if`` answers before anything is written; a condition it gives (no
     enabled endpoint of the workspace wants the type) is part of the statement, so it is read
