@@ -303,3 +303,29 @@ def test_smtp_credentials_are_revoked_through_the_service(staff: Client, world: 
         target_id=credential.pk,
         actor_type="user",
     ).exists()
+
+
+def test_an_endpoint_edited_in_the_admin_keeps_its_lists_lists(staff: Client, world: World) -> None:
+    """The admin edits an endpoint's ``events`` as raw JSON: a string (a subscription to one
+    path of the inbox create and not the other, tests/webhooks/test_endpoint_lists.py) or an
+    unknown type is refused with the field's error and nothing stored; a list is saved."""
+    endpoint: Endpoint = world.objects[Endpoint][0]  # type: ignore[assignment]
+    page = staff.get(_url(Endpoint, "change", endpoint.pk))
+    form = page.context["adminform"].form
+    data = {name: form[name].value() for name in form.fields}
+    data["enabled"] = "on" if data["enabled"] else ""
+    for refused, error in (
+        ('"inbox.created"', "A JSON list of event types"),
+        ('["inbox.created", "inbox.renamed"]', "Unknown event type(s): inbox.renamed."),
+    ):
+        response = staff.post(_url(Endpoint, "change", endpoint.pk), {**data, "events": refused})
+        assert response.status_code == 200
+        assert error in response.context["adminform"].form.errors["events"][0]
+        endpoint.refresh_from_db()
+        assert endpoint.events == ["email.received"]
+    response = staff.post(
+        _url(Endpoint, "change", endpoint.pk), {**data, "events": '["inbox.created"]'}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    endpoint.refresh_from_db()
+    assert endpoint.events == ["inbox.created"]

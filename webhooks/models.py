@@ -4,10 +4,26 @@ log (``events.Event``) in the transaction that records each event, so none is ev
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from config.api.ids import new_id
 from config.tenancy import Tenancy, TenantManager
+
+# The event types an endpoint can subscribe to (the API's choices, the dashboard's and the admin's).
+WEBHOOK_EVENTS = (
+    "email.received",
+    "email.labeled",
+    "inbox.created",
+    "inbox.expired",
+    "inbox.deleted",
+    "outbound.pending",
+    "outbound.sent",
+    "outbound.rejected",
+    "outbound.failed",
+)
 
 
 def _whk_id() -> str:
@@ -46,6 +62,27 @@ class Endpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.url} ({self.id})"
+
+    def clean(self) -> None:
+        """``events``, ``inbox_ids`` and ``label_keys`` are JSON lists of strings, ``events`` of
+        known types, as the API and the dashboard store them. The admin edits them as raw JSON:
+        a string there (``"inbox.created"``) would be read as a subscription by one path and
+        not by another (``webhooks.services.fan_out_idle_if`` checks ``events @> [type]`` in
+        SQL), so a form that stores anything else is refused."""
+        errors: dict[str, str] = {}
+        if not _strings(self.events) or not self.events:
+            errors["events"] = 'A JSON list of event types, e.g. ["email.received"].'
+        elif unknown := sorted(set(self.events) - set(WEBHOOK_EVENTS)):
+            errors["events"] = f"Unknown event type(s): {', '.join(unknown)}."
+        for name in ("inbox_ids", "label_keys"):
+            if not _strings(getattr(self, name)):
+                errors[name] = "A JSON list of strings ([] for all)."
+        if errors:
+            raise ValidationError(errors)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 class DeliveryStatus(models.TextChoices):

@@ -31,21 +31,10 @@ from config.work import WorkQueue
 from events.models import Event
 from webhooks import secrets, sender
 from webhooks.exceptions import EndpointNotFound
-from webhooks.models import Attempt, Delivery, DeliveryStatus, Endpoint
+from webhooks.models import WEBHOOK_EVENTS, Attempt, Delivery, DeliveryStatus, Endpoint
 
 logger = logging.getLogger(__name__)
 
-WEBHOOK_EVENTS = (
-    "email.received",
-    "email.labeled",
-    "inbox.created",
-    "inbox.expired",
-    "inbox.deleted",
-    "outbound.pending",
-    "outbound.sent",
-    "outbound.rejected",
-    "outbound.failed",
-)
 TEST_EVENT = "webhook.test"
 IN_PROGRESS = "in progress"
 INTERRUPTED = "interrupted: the worker stopped before the answer was recorded"
@@ -158,14 +147,20 @@ def _label_keys_of(event: Event) -> set[str]:
 
 
 def _wants(endpoint: Endpoint, event: Event) -> bool:
-    if event.type not in endpoint.events:
+    """Whether ``endpoint`` gets ``event``. Its lists are read as lists only: a value stored as
+    anything else (a JSON string edited in the admin before ``Endpoint.clean`` refused it)
+    subscribes to nothing, as ``fan_out_idle_if``'s ``events @> [type]`` reads it, and an
+    inbox filter that is not a list matches no inbox rather than every one."""
+    if not isinstance(endpoint.events, list) or event.type not in endpoint.events:
         return False
-    if endpoint.inbox_ids and event.inbox_id not in endpoint.inbox_ids:
+    inbox_ids = endpoint.inbox_ids
+    if inbox_ids and (not isinstance(inbox_ids, list) or event.inbox_id not in inbox_ids):
         return False
+    label_keys = endpoint.label_keys
     return not (
-        endpoint.label_keys
+        label_keys
         and event.type.startswith("email.")
-        and not (_label_keys_of(event) & set(endpoint.label_keys))
+        and (not isinstance(label_keys, list) or not (_label_keys_of(event) & set(label_keys)))
     )
 
 
