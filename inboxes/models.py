@@ -10,6 +10,7 @@ import secrets
 from datetime import datetime
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -17,6 +18,7 @@ from django.utils import timezone
 
 from apikeys import epoch
 from config.api.ids import new_id
+from config.jsonlists import string_list_errors
 from config.tenancy import Tenancy, TenantManager, TenantQuerySet
 
 
@@ -237,6 +239,13 @@ class Inbox(models.Model):
 
     def __str__(self) -> str:
         return self.address
+
+    def clean(self) -> None:
+        """``tags`` and the sender rules are lists of strings, as the API and the dashboard
+        store them (the admin edits them as raw JSON; ``config.jsonlists``)."""
+        errors = string_list_errors(self, "tags", "allow_senders", "block_senders")
+        if errors:
+            raise ValidationError(errors)
 
     @property
     def permanent(self) -> bool:

@@ -329,3 +329,29 @@ def test_an_endpoint_edited_in_the_admin_keeps_its_lists_lists(staff: Client, wo
     assert response.status_code == 302, response.content.decode()[:2000]
     endpoint.refresh_from_db()
     assert endpoint.events == ["inbox.created"]
+
+
+def test_an_inbox_edited_in_the_admin_keeps_its_sender_rules_lists(
+    staff: Client, world: World
+) -> None:
+    """``allow_senders`` stored as the string ``"trusted.example"`` was read a character at a
+    time: no sender matched a rule of one letter, so every message was refused; a block list
+    so stored blocked nobody. The admin's form refuses a non-list; a list is saved."""
+    inbox: Inbox = world.objects[Inbox][0]  # type: ignore[assignment]
+    page = staff.get(_url(Inbox, "change", inbox.pk))
+    form = page.context["adminform"].form
+    data = {
+        name: form[name].value() if form[name].value() is not None else "" for name in form.fields
+    }
+    for name in ("allow_senders", "block_senders", "tags"):
+        response = staff.post(_url(Inbox, "change", inbox.pk), {**data, name: '"trusted.example"'})
+        assert response.status_code == 200, name
+        assert "A JSON list of strings" in response.context["adminform"].form.errors[name][0]
+        inbox.refresh_from_db()
+        assert getattr(inbox, name) == [], name
+    response = staff.post(
+        _url(Inbox, "change", inbox.pk), {**data, "allow_senders": '["trusted.example"]'}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    inbox.refresh_from_db()
+    assert inbox.allow_senders == ["trusted.example"]

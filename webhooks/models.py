@@ -4,12 +4,11 @@ log (``events.Event``) in the transaction that records each event, so none is ev
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from config.api.ids import new_id
+from config.jsonlists import is_string_list, string_list_errors
 from config.tenancy import Tenancy, TenantManager
 
 # The event types an endpoint can subscribe to (the API's choices, the dashboard's and the admin's).
@@ -69,20 +68,13 @@ class Endpoint(models.Model):
         a string there (``"inbox.created"``) would be read as a subscription by one path and
         not by another (``webhooks.services.fan_out_idle_if`` checks ``events @> [type]`` in
         SQL), so a form that stores anything else is refused."""
-        errors: dict[str, str] = {}
-        if not _strings(self.events) or not self.events:
+        errors = string_list_errors(self, "inbox_ids", "label_keys")
+        if not is_string_list(self.events) or not self.events:
             errors["events"] = 'A JSON list of event types, e.g. ["email.received"].'
         elif unknown := sorted(set(self.events) - set(WEBHOOK_EVENTS)):
             errors["events"] = f"Unknown event type(s): {', '.join(unknown)}."
-        for name in ("inbox_ids", "label_keys"):
-            if not _strings(getattr(self, name)):
-                errors[name] = "A JSON list of strings ([] for all)."
         if errors:
             raise ValidationError(errors)
-
-
-def _strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 class DeliveryStatus(models.TextChoices):

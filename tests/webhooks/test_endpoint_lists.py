@@ -101,6 +101,7 @@ def test_filters_as_strings_match_nothing() -> None:
         ("events", ["inbox.created", "inbox.renamed"], "Unknown event type(s): inbox.renamed."),
         ("inbox_ids", "inb_", "A JSON list of strings"),
         ("label_keys", {"a": 1}, "A JSON list of strings"),
+        ("inbox_ids", ["inb_a", None], "A JSON list of strings"),
     ],
 )
 def test_clean_refuses_what_is_not_a_list_of_strings(
