@@ -159,8 +159,9 @@ class Inbox(models.Model):
     """
 
     id = models.CharField(primary_key=True, max_length=32, default=_inb_id, editable=False)
+    # No index of its own: inbox_ws_list leads with it and serves every lookup and cascade by it.
     workspace = models.ForeignKey(
-        "apikeys.Workspace", on_delete=models.CASCADE, related_name="inboxes"
+        "apikeys.Workspace", on_delete=models.CASCADE, related_name="inboxes", db_index=False
     )
     address = models.CharField(max_length=320, unique=True)  # lower-case local@domain
     local_part = models.CharField(max_length=64)
