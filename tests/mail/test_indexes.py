@@ -1,4 +1,5 @@
-"""The indexes of the tables the receive path writes for every message.
+"""The indexes of the tables the receive path writes for every message, and of the inboxes
+table, which every ``POST /inboxes`` writes (issue 32).
 
 Every insert updates every index of its table, so these tables carry no index that another one
 already serves (a non-unique, non-partial index whose columns begin another index's, such as a
@@ -15,11 +16,18 @@ import pytest
 from django.db import connection, models
 
 from events.models import Event
+from inboxes.models import Inbox
 from labels.models import EmailLabel
 from mail.models import Attachment, Email, RawMessage
 
-HOT_TABLES = [Email, RawMessage, Attachment, EmailLabel, Event]
-WITH_FOREIGN_KEYS = [Email, RawMessage, Attachment, EmailLabel]  # the log's ids are plain columns
+HOT_TABLES = [Email, RawMessage, Attachment, EmailLabel, Event, Inbox]
+WITH_FOREIGN_KEYS = [
+    Email,
+    RawMessage,
+    Attachment,
+    EmailLabel,
+    Inbox,
+]  # the log's ids are plain columns
 
 
 def _indexes(model: type[models.Model]) -> dict[str, dict[str, Any]]:
