@@ -4,6 +4,7 @@ loads for a superuser, and secrets (plain keys, digests, webhook secrets, raw by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from django.contrib.admin.utils import quote
 from django.db import models
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from apikeys import services as key_services
 from apikeys.audit import Actor
@@ -338,11 +340,16 @@ def test_an_inbox_edited_in_the_admin_keeps_its_sender_rules_lists(
     time: no sender matched a rule of one letter, so every message was refused; a block list
     so stored blocked nobody. The admin's form refuses a non-list; a list is saved."""
     inbox: Inbox = world.objects[Inbox][0]  # type: ignore[assignment]
+    expires_at = timezone.now().replace(microsecond=0) + timedelta(hours=5)
+    Inbox.objects.filter(pk=inbox.pk).update(expires_at=expires_at, ttl_minutes=300)
     page = staff.get(_url(Inbox, "change", inbox.pk))
     form = page.context["adminform"].form
     data = {
         name: form[name].value() if form[name].value() is not None else "" for name in form.fields
     }
+    # The admin's date-time widget posts the expiry as two fields: kept as it was.
+    shown = timezone.localtime(expires_at)
+    data |= {"expires_at_0": f"{shown:%Y-%m-%d}", "expires_at_1": f"{shown:%H:%M:%S}"}
     for name in ("allow_senders", "block_senders", "tags"):
         response = staff.post(_url(Inbox, "change", inbox.pk), {**data, name: '"trusted.example"'})
         assert response.status_code == 200, name
@@ -355,3 +362,4 @@ def test_an_inbox_edited_in_the_admin_keeps_its_sender_rules_lists(
     assert response.status_code == 302, response.content.decode()[:2000]
     inbox.refresh_from_db()
     assert inbox.allow_senders == ["trusted.example"]
+    assert inbox.expires_at == expires_at  # nothing else changed

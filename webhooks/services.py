@@ -147,20 +147,21 @@ def _label_keys_of(event: Event) -> set[str]:
 
 
 def _wants(endpoint: Endpoint, event: Event) -> bool:
-    """Whether ``endpoint`` gets ``event``. Its lists are read as lists only: a value stored as
-    anything else (a JSON string edited in the admin before ``Endpoint.clean`` refused it)
-    subscribes to nothing, as ``fan_out_idle_if``'s ``events @> [type]`` reads it, and an
-    inbox filter that is not a list matches no inbox rather than every one."""
-    if not isinstance(endpoint.events, list) or event.type not in endpoint.events:
+    """Whether ``endpoint`` gets ``event``. Its three lists are read as lists only: an endpoint
+    with any of them stored as something else (raw JSON edited in the admin before
+    ``Endpoint.clean`` refused it) gets nothing, as ``fan_out_idle_if``'s ``events @> [type]``
+    reads a string, and never every event, as a substring test or a falsy filter would."""
+    events, inbox_ids, label_keys = endpoint.events, endpoint.inbox_ids, endpoint.label_keys
+    if not (isinstance(events, list) and isinstance(inbox_ids, list)):
         return False
-    inbox_ids = endpoint.inbox_ids
-    if inbox_ids and (not isinstance(inbox_ids, list) or event.inbox_id not in inbox_ids):
+    if not isinstance(label_keys, list) or event.type not in events:
         return False
-    label_keys = endpoint.label_keys
+    if inbox_ids and event.inbox_id not in inbox_ids:
+        return False
     return not (
         label_keys
         and event.type.startswith("email.")
-        and (not isinstance(label_keys, list) or not (_label_keys_of(event) & set(label_keys)))
+        and not (_label_keys_of(event) & set(label_keys))
     )
 
 

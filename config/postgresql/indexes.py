@@ -1,4 +1,5 @@
-"""Migrations' helper: drop the ``varchar_pattern_ops`` twins Django's PostgreSQL backend adds.
+"""Migrations' helpers: drop the ``varchar_pattern_ops`` twins Django's PostgreSQL backend adds,
+and a foreign key's own index without touching its constraint.
 
 Beside the index of every indexed or unique ``varchar`` column (primary keys and foreign keys
 included) Django creates a second index, ``<name>_like``, so that ``LIKE 'prefix%'`` can use an
@@ -20,6 +21,7 @@ from config.django_adapter import index_name
 
 DROP = "DROP INDEX IF EXISTS {name}"
 CREATE = "CREATE INDEX IF NOT EXISTS {name} ON {table} ({column} varchar_pattern_ops)"
+CREATE_PLAIN = "CREATE INDEX IF NOT EXISTS {name} ON {table} ({column})"
 
 
 def _execute(
@@ -43,4 +45,31 @@ def drop_like_indexes(*columns: tuple[str, str]) -> migrations.RunPython:
     return migrations.RunPython(
         functools.partial(_execute, columns=columns, sql=DROP),
         functools.partial(_execute, columns=columns, sql=CREATE),
+    )
+
+
+def _execute_own(
+    apps: Any, schema_editor: Any, *, columns: tuple[tuple[str, str], ...], forwards: bool
+) -> None:
+    """Drops (or, backwards, creates) the plain index Django gives each ``(table, column)``, on
+    every database, and its ``_like`` twin on PostgreSQL."""
+    quote = schema_editor.quote_name
+    for table, column in columns:
+        name = index_name(schema_editor, table, column, "")
+        sql = DROP if forwards else CREATE_PLAIN
+        schema_editor.execute(
+            sql.format(name=quote(name), table=quote(table), column=quote(column))
+        )
+    _execute(apps, schema_editor, columns=columns, sql=DROP if forwards else CREATE)
+
+
+def drop_foreign_key_indexes(*columns: tuple[str, str]) -> migrations.RunPython:
+    """The database side of ``ForeignKey(db_index=False)`` for each ``(table, column)``: its
+    index (and ``_like`` twin) dropped, put back when reversed. Django's own ``AlterField`` for
+    that change drops the foreign-key constraint and adds it back, which checks every row under
+    a lock on both tables (and rebuilds the table on SQLite); a migration pairs this with the
+    ``AlterField`` as state only (``SeparateDatabaseAndState``)."""
+    return migrations.RunPython(
+        functools.partial(_execute_own, columns=columns, forwards=True),
+        functools.partial(_execute_own, columns=columns, forwards=False),
     )

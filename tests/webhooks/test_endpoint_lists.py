@@ -90,6 +90,15 @@ def test_filters_as_strings_match_nothing() -> None:
     assert webhook_services._wants(endpoint, received) is False
     endpoint.label_keys = ["b"]
     assert webhook_services._wants(endpoint, received) is True
+    # An empty value that is not a list is no "all": the endpoint gets nothing, of any type.
+    created = Event(workspace_id=workspace.pk, inbox_id="inb_a", type="inbox.created", data={})
+    endpoint.events = ["email.received", "inbox.created"]
+    for name, value in (("inbox_ids", ""), ("inbox_ids", None), ("label_keys", {})):
+        setattr(endpoint, name, value)
+        assert webhook_services._wants(endpoint, received) is False, (name, value)
+        assert webhook_services._wants(endpoint, created) is False, (name, value)
+        setattr(endpoint, name, [])
+        assert webhook_services._wants(endpoint, created) is True, (name, value)
 
 
 @pytest.mark.parametrize(
