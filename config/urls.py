@@ -21,8 +21,9 @@ def _routes(*modules: str) -> list[Any]:
 
 
 def _spectacular(view: str, **initkwargs: Any) -> Any:
-    """drf-spectacular's view ``view``, imported at its first request: its generator and
-    extensions were a fifth of every process's start-up imports (issue 32), for two pages."""
+    """drf-spectacular's view ``view``, imported at its first request: imported with the
+    URLconf, its generator cost a process about 140 ms of CPU when it first loaded the URLs
+    (issue 32; docs/benchmark-methods.md), for two pages."""
     built: list[Any] = []
 
     def serve(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
