@@ -10,6 +10,11 @@ at once, so that a request served inside the same transaction (a test's) sees th
 the commit, so that a process that re-read the old row between the first bump and the commit
 reads it again. Without Redis (embedded mode) nothing is cached and nothing is bumped.
 
+Each commit that bumps the epoch also wakes the group :data:`GROUP` on the channel layer: every
+web process's key watch (``apikeys.watch``) listens on it and checks its watched keys at once, so
+an open wait or stream ends within a query of a revocation's commit instead of at the watch's
+next periodic check (which stays, for a lost wake-up and for expiry). Embedded mode too.
+
 The epoch a request's authentication read (before it read the key's rows) travels on the
 request's own workspace instance (:func:`remember`, :func:`seen`): a per-workspace cache keyed on
 it (custom domains) is as fresh as the key itself, at no round trip of its own. A workspace read
@@ -18,9 +23,16 @@ any other way (a dashboard session, a worker) carries none, and such caches are 
 
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 
+from events import wake
+
+logger = logging.getLogger(__name__)
+
 KEY = "pgh:credentials:epoch"
+GROUP = "credentials"  # the channel-layer group of the key watches (apikeys.watch)
 _SEEN = "_credentials_epoch"  # the attribute on a request's Workspace instance
 QUIET_FIELDS = frozenset({"last_used_at"})
 
@@ -30,10 +42,18 @@ def bump() -> None:
     from apikeys.throttling import _redis
 
     client = _redis()
-    if client is None:
-        return
-    client.incr(KEY)
-    transaction.on_commit(lambda: client.incr(KEY))
+    if client is not None:
+        client.incr(KEY)
+
+    def committed() -> None:
+        if client is not None:
+            client.incr(KEY)
+        try:
+            wake.send([(GROUP, {"type": "credentials.changed", "group": GROUP})])
+        except Exception:  # the watches' periodic check still sees the change
+            logger.exception("could not wake the key watches")
+
+    transaction.on_commit(committed)
 
 
 def bump_unless_quiet(fields: object) -> None:

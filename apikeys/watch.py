@@ -2,11 +2,14 @@
 
 A request is authorized once, when it arrives; a long-poll wait or an SSE stream then lives for
 minutes. Each event loop (web process) keeps a :class:`KeyWatch` of the keys its long-lived
-requests were opened with, and every ``CHECK_SECONDS`` one query asks which of them are revoked,
-expired or gone; their requests are told at once (a wait answers 401, a stream ends). So nothing
-is served with a revoked key more than ``CHECK_SECONDS`` plus one query after the revocation
-commits, at the cost of one indexed query per process every ``CHECK_SECONDS`` while such requests
-are open (none otherwise).
+requests were opened with. One query asks which of them are revoked, expired or gone, and their
+requests are told at once (a wait answers 401, a stream ends). The watch asks when any key or
+workspace changes anywhere (every commit that bumps ``apikeys.epoch`` wakes the channel-layer
+group ``epoch.GROUP``, which the watch listens on through ``events.listen``) and every
+``settings.KEY_WATCH_SECONDS`` (0.25) in any case, for a lost wake-up and for expiry. So a revoked
+key's waits and streams end about one query after the revocation commits, and never more than
+the period plus one query after it, at the cost of one indexed query per process per period while
+such requests are open (none otherwise) and one per change of a key or workspace.
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ import itertools
 import logging
 from collections.abc import Callable
 
-from apikeys import selectors
+from django.conf import settings
+
+from apikeys import epoch, selectors
 from config.api.asgi import db_call
 from config.api.errors import ApiError
+from events.listen import TIMEOUT, Listener, listen
 
 logger = logging.getLogger(__name__)
-
-CHECK_SECONDS = 0.25
 
 OnInvalid = Callable[[ApiError], None]
 
@@ -42,7 +46,7 @@ class KeyWatch:
 
     def watch(self, workspace_id: str, key_id: str, on_invalid: OnInvalid) -> Callable[[], None]:
         """Calls ``on_invalid(error)`` once the key is revoked, expired or deleted (within
-        ``CHECK_SECONDS`` and a query); returns the function that stops watching."""
+        ``KEY_WATCH_SECONDS`` and a query); returns the function that stops watching."""
         token = next(self._tokens)
         key = (workspace_id, key_id)
         self.watchers.setdefault(key, {})[token] = on_invalid
@@ -71,14 +75,30 @@ class KeyWatch:
         return told
 
     async def _run(self) -> None:
+        try:
+            async with listen(epoch.GROUP) as changes:
+                await self._check_forever(changes)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # no channel layer to listen on: the periodic check alone
+            logger.exception("key watch cannot listen; checking periodically only")
+            await self._check_forever(None)
+
+    async def _check_forever(self, changes: Listener | None) -> None:
         while True:
-            await asyncio.sleep(CHECK_SECONDS)
+            if changes is None:
+                await asyncio.sleep(settings.KEY_WATCH_SECONDS)
+            else:  # a change of a key or workspace anywhere, or the period
+                changes.signal_later(settings.KEY_WATCH_SECONDS, TIMEOUT)
+                await changes.get()
+                while not changes.queue.empty():  # a burst of changes: one check for all
+                    changes.queue.get_nowait()
             try:
                 await self.check()
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.exception("key watch failed; checking again in %s s", CHECK_SECONDS)
+                logger.exception("key watch failed; checking again at the next change or period")
 
 
 _watches: dict[asyncio.AbstractEventLoop, KeyWatch] = {}

@@ -55,19 +55,23 @@ def wake_message(event: Event) -> dict[str, Any]:
 
 
 def publish(records: Sequence[Event]) -> None:
-    """Publishes each event to its groups on the channel layer, in order: from a thread, with
+    """Publishes each event to its groups on the channel layer, in order (see :func:`send`)."""
+    send(
+        [
+            (group, {**wake_message(event), "group": group})
+            for event in records
+            for group in groups_of(event)
+        ]
+    )
+
+
+def send(messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
+    """Publishes ``(group, message)`` pairs on the channel layer, in order: from a thread, with
     Redis, as one round trip of ``PUBLISH`` commands sent from that thread
     (``config.layers.PubSubLayer.group_send_many``); else the whole batch in one hop to the event
-    loop."""
+    loop. A message names its group (``"group"``): the hub hands it to that group's listeners."""
     layer = get_channel_layer()
-    if layer is None:
-        return
-    messages = [
-        (group, {**wake_message(event), "group": group})
-        for event in records
-        for group in groups_of(event)
-    ]
-    if not messages:
+    if layer is None or not messages:
         return
 
     async def send_all() -> None:
