@@ -152,7 +152,10 @@ def test_catastrophic_wait_pattern_stalls_nobody(
     assert len(bystander.answers) >= 10
     assert [a for a in bystander.answers if a[1] not in (200, 204)] == []
     slowest = max(bystander.answers, key=lambda answer: answer[2])
-    assert slowest[2] < 1.0, slowest
+    print(f"\nReDoS bystander: {len(bystander.answers)} answers, slowest {slowest}")
+    # As the waits' bounds: a stall is minutes, a busy machine is seconds (make test's embedded
+    # pass, four workers on two cores, once took 3.1 s for a GET /inboxes; alone: under 0.1 s).
+    assert slowest[2] < 4.0, slowest
     # The bounded matcher still matches what a pattern describes.
     with stack.client(attacker) as client:
         found = client.get(
