@@ -44,6 +44,9 @@ def bump() -> None:
     client = _redis()
     if client is not None:
         client.incr(KEY)
+    connection = transaction.get_connection()
+    if any(getattr(fn, "_credentials", False) for _, fn, _ in connection.run_on_commit):
+        return  # this transaction bumps and wakes once more when it commits (e.g. a cascade)
 
     def committed() -> None:
         if client is not None:
@@ -53,6 +56,7 @@ def bump() -> None:
         except Exception:  # the watches' periodic check still sees the change
             logger.exception("could not wake the key watches")
 
+    committed._credentials = True  # type: ignore[attr-defined]
     transaction.on_commit(committed)
 
 

@@ -497,7 +497,8 @@ def on_workspace_delete(hook: WorkspaceHook) -> WorkspaceHook:
 def workspace_delete(*, actor: Membership, confirm: str) -> None:
     """Deletes the actor's workspace with everything in it (owners only; ``confirm`` must be its
     name). Its API keys are revoked first, in a transaction of their own, so they stop working
-    at once (the next request, and every open wait or stream within the key watch's interval),
+    at once (the next request, and every open wait or stream as soon as the key watch hears of
+    the commit: ``apikeys.watch``),
     however long removing the mail then takes."""
     if not may_delete_workspace(actor.role):
         raise Forbidden("Only an owner can delete a workspace.")

@@ -29,6 +29,7 @@ from events.listen import TIMEOUT, Listener, listen
 logger = logging.getLogger(__name__)
 
 OnInvalid = Callable[[ApiError], None]
+RELISTEN_SECONDS = 30.0  # after the watch could not listen for changes, it tries again this often
 
 
 @db_call
@@ -75,17 +76,25 @@ class KeyWatch:
         return told
 
     async def _run(self) -> None:
-        try:
-            async with listen(epoch.GROUP) as changes:
-                await self._check_forever(changes)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # no channel layer to listen on: the periodic check alone
-            logger.exception("key watch cannot listen; checking periodically only")
-            await self._check_forever(None)
-
-    async def _check_forever(self, changes: Listener | None) -> None:
         while True:
+            try:
+                async with listen(epoch.GROUP) as changes:
+                    await self._check_forever(changes)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # e.g. Redis unreachable: the periodic check alone for a while
+                logger.exception(
+                    "key watch cannot listen for changes; checking every %s s, listening again "
+                    "in %s s",
+                    settings.KEY_WATCH_SECONDS,
+                    RELISTEN_SECONDS,
+                )
+                loop = asyncio.get_running_loop()
+                await self._check_forever(None, until=loop.time() + RELISTEN_SECONDS)
+
+    async def _check_forever(self, changes: Listener | None, until: float | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        while until is None or loop.time() < until:
             if changes is None:
                 await asyncio.sleep(settings.KEY_WATCH_SECONDS)
             else:  # a change of a key or workspace anywhere, or the period

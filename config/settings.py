@@ -239,7 +239,14 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # The hub (events.hub) holds a group as long as it has listeners and leaves it itself; the
+    # layer's default expiry would drop a membership a day old (the key watch's, a busy inbox's).
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"group_expiry": 100 * 365 * 86400},
+        }
+    }
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 # Embedded mode runs tasks in-process; the test suite sets CELERY_TASK_ALWAYS_EAGER=true too.

@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from config.api.asgi import db_call
 from events.models import Event
-from events.wake import WORKSPACE_EVENTS, groups_of, inbox_group, wake_message
+from events.wake import WORKSPACE_EVENTS, groups_of, inbox_group, served_by, wake_message
 
 logger = logging.getLogger(__name__)
 
@@ -258,4 +258,5 @@ def hub() -> Hub:
         for stale in [other for other in _hubs if other.is_closed()]:
             del _hubs[stale]
         current = _hubs[loop] = Hub()
+        served_by(loop)
     return current

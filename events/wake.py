@@ -8,6 +8,8 @@ extra groups its emitter named (``Change.wake``); this module names no group of 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,7 +18,18 @@ from channels.layers import get_channel_layer
 
 from events.models import Event
 
+logger = logging.getLogger(__name__)
+
 _publishing: set[asyncio.Task[None]] = set()  # wake-ups being published from a running loop
+# The event loop whose hub listens in this process (events.hub): a thread hands the in-memory
+# layer's sends to it, as that layer's queues belong to it.
+_serving: asyncio.AbstractEventLoop | None = None
+
+
+def served_by(loop: asyncio.AbstractEventLoop) -> None:
+    """Called by the hub of ``loop``: wake-ups sent from other threads go to that loop."""
+    global _serving
+    _serving = loop
 
 
 def inbox_group(inbox_id: str) -> str:
@@ -69,7 +82,9 @@ def send(messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
     """Publishes ``(group, message)`` pairs on the channel layer, in order: from a thread, with
     Redis, as one round trip of ``PUBLISH`` commands sent from that thread
     (``config.layers.PubSubLayer.group_send_many``); else the whole batch in one hop to the event
-    loop. A message names its group (``"group"``): the hub hands it to that group's listeners."""
+    loop of this process's hub (:func:`served_by`; the in-memory layer's queues are that loop's
+    and not safe to touch from another thread), or, with no hub here, to a loop of its own. A
+    message names its group (``"group"``): the hub hands it to that group's listeners."""
     layer = get_channel_layer()
     if layer is None or not messages:
         return
@@ -82,11 +97,19 @@ def send(messages: Sequence[tuple[str, dict[str, Any]]]) -> None:
         loop = asyncio.get_running_loop()
     except RuntimeError:
         send_many = getattr(layer, "group_send_many", None)
+        serving = _serving
         if send_many is not None:
             send_many(messages)
+        elif serving is not None and serving.is_running():
+            asyncio.run_coroutine_threadsafe(send_all(), serving).add_done_callback(_sent)
         else:
             async_to_sync(send_all)()
     else:  # called from code running inside an event loop: publish from that loop
         task = loop.create_task(send_all())
         _publishing.add(task)
         task.add_done_callback(_publishing.discard)
+
+
+def _sent(future: concurrent.futures.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        logger.error("wake-up not sent", exc_info=future.exception())

@@ -181,7 +181,8 @@ class ClientGone(Exception):
 
 def watch_key(principal: Principal) -> Watch | None:
     """Tells the listener (with the error) when the request's key stops working: revoked,
-    expired or deleted keys end waits within ``apikeys.watch.CHECK_SECONDS``."""
+    expired or deleted keys end waits about a query after the change commits, and within
+    ``settings.KEY_WATCH_SECONDS`` plus a query in any case (``apikeys.watch``)."""
     key = principal.key
     if key is None:
         return None

@@ -150,14 +150,17 @@ def test_a_revocation_wakes_the_key_watch_of_every_process(
                 lines.append(line)
         ended[f"stream {base}"] = (time.time(), " | ".join(lines))
 
+    sent: list[float] = []
+
     def wait(base: str) -> None:
-        opened.release()  # parked once the stream of the same process is (checked below)
-        response = httpx.get(
-            f"{base}/inboxes/{inbox.pk}/wait",
-            params={"timeout": 120},
-            headers=headers,
-            timeout=SLOW_CHECK,
-        )
+        def on_sent(_: httpx.Request) -> None:
+            sent.append(time.time())
+            opened.release()
+
+        with httpx.Client(headers=headers, event_hooks={"request": [on_sent]}) as http:
+            response = http.get(
+                f"{base}/inboxes/{inbox.pk}/wait", params={"timeout": 120}, timeout=SLOW_CHECK
+            )
         ended[f"wait {base}"] = (time.time(), f"{response.status_code} {response.text}")
 
     threads = [
@@ -169,8 +172,8 @@ def test_a_revocation_wakes_the_key_watch_of_every_process(
         thread.start()
     for _ in threads:
         assert opened.acquire(timeout=60), "a stream did not open"
-    time.sleep(1.0)  # the waits are parked and watched by now
-    assert ended == {}, ended
+    time.sleep(1.0)  # the waits, sent, are parked and watched by now
+    assert ended == {}, ended  # none answered before the revocation ...
     if embedded():
         revoked = httpx.delete(
             f"{webs[0]}/keys/{key_id}", headers={"Authorization": f"Bearer {admin}"}, timeout=60
@@ -179,6 +182,9 @@ def test_a_revocation_wakes_the_key_watch_of_every_process(
     else:
         services.api_key_revoke(key=ApiKey.objects.get(pk=key_id), by=Actor.system("tests"))
     committed = ApiKey.objects.get(pk=key_id).revoked_at.timestamp()
+    # ... and each was sent well before it, so it was let in then: its 401 is the watch's doing,
+    # not a refusal at the door
+    assert len(sent) == len(webs) and max(sent) < committed - 0.5, (sent, committed)
     for thread in threads:
         thread.join(IN_TIME)
     assert len(ended) == 2 * len(webs), f"still open {IN_TIME:g} s after the revocation: {ended}"

@@ -655,8 +655,10 @@ def test_the_key_watch_tells_long_lived_requests_within_its_bound(
     transactional_db: None, workspace: Workspace
 ) -> None:
     """What ends waits and streams: revoked, expired and deleted keys are reported within
-    ``KEY_WATCH_SECONDS`` (the periodic check) plus a query, each with the error a new request
-    would get; a key that stays valid never is."""
+    ``KEY_WATCH_SECONDS`` plus a query, each with the error a new request would get; a key that
+    stays valid never is. The revocation and the deletion commit here and wake the watch (it
+    listens on the channel layer); the expiry, which no commit announces, is found by the
+    periodic check. test_revocation_live.py holds the wake-up on its own."""
     import asyncio
 
     from django.conf import settings
