@@ -95,8 +95,9 @@ class KeyWatch:
     async def _check_forever(self, changes: Listener | None, until: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         while until is None or loop.time() < until:
-            if changes is None:
-                await asyncio.sleep(settings.KEY_WATCH_SECONDS)
+            if changes is None:  # until the next period, or the time to listen again
+                period = settings.KEY_WATCH_SECONDS
+                await asyncio.sleep(period if until is None else min(period, until - loop.time()))
             else:  # a change of a key or workspace anywhere, or the period
                 changes.signal_later(settings.KEY_WATCH_SECONDS, TIMEOUT)
                 await changes.get()

@@ -85,3 +85,53 @@ def test_a_wake_registered_in_a_rolled_back_savepoint_is_registered_again() -> N
         epoch.bump()
         epoch.bump()
         assert _wakes() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_key_watch_listens_again_after_the_channel_layer_failed(
+    workspace: Workspace, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The watch's first subscription fails (a channel layer whose Redis does not answer: port
+    1); once the layer works again the watch subscribes again within ``RELISTEN_SECONDS``, and
+    a revocation then reaches it by its wake-up (the periodic check is 300 s here). Before, one
+    failure left the watch on the periodic check until the process ended."""
+    from apikeys import services as key_services
+    from apikeys import watch as key_watch
+    from config.layers import PubSubLayer
+
+    settings.KEY_WATCH_SECONDS = 300.0
+    monkeypatch.setattr(key_watch, "RELISTEN_SECONDS", 0.5)
+    key = api_key_create(workspace=workspace, name="watched", by=Actor.system("tests")).key
+
+    async def main() -> tuple[float, float]:
+        listeners = hub()
+        started = await listeners.listen("tests.start")  # the hub runs on the working layer
+        listeners.leave(started)
+        good, listeners.layer = listeners.layer, PubSubLayer(hosts=["redis://127.0.0.1:1"])
+        told: list[float] = []
+        watcher = key_watch.KeyWatch()
+        watcher.watch(workspace.pk, key.pk, lambda _: told.append(time.monotonic()))
+        await asyncio.sleep(0.3)  # the first listen fails meanwhile (connection refused)
+        listeners.layer = good
+        await asyncio.sleep(1.5)  # past RELISTEN_SECONDS: subscribed again
+        assert told == []
+
+        def revoke() -> None:
+            try:
+                key_services.api_key_revoke(key=key, by=Actor.system("tests"))
+            finally:
+                connection.close()
+
+        revoked = time.monotonic()
+        await asyncio.to_thread(revoke)
+        for _ in range(100):
+            if told:
+                break
+            await asyncio.sleep(0.1)
+        return revoked, told[0] if told else float("inf")
+
+    revoked, told = asyncio.run(main())
+    print(
+        f"\nwatch after a failed listen: told {(told - revoked) * 1000:.0f} ms after the revocation"
+    )
+    assert told - revoked < 5.0, "the watch did not hear the revocation"
