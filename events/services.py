@@ -243,7 +243,7 @@ def insert_with_event(
     idle = _idle_condition(workspace_id, inbox_id, type)
     if idle is None:
         return None
-    event = Event(workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data)
+    event = rows.new(Event, workspace_id=workspace_id, inbox_id=inbox_id, type=type, data=data)
     if not rows.insert_pair(row, event, where=idle[0], params=idle[1]):
         return None  # a hook's condition failed: it has work, which needs the transaction
     event.hints = {}

@@ -22,6 +22,7 @@ from apikeys.principal import Principal
 from config.api.errors import FeatureDisabled, LimitReached, NotFound, ValidationFailed
 from config.changes import save_changes
 from config.rows import insert as insert_row
+from config.rows import new as new_row
 from events import services as events
 from inboxes import verification
 from inboxes.addresses import (
@@ -371,7 +372,8 @@ def inbox_create(
         local = local_part if local_part is not None else readable_local_part()
         if attempt >= 8 and local_part is None:
             local = f"{local}{attempt}"
-        inbox = Inbox(
+        inbox = new_row(  # Inbox(...) without the keyword path of Model.__init__
+            Inbox,
             workspace=workspace,
             address=f"{local}@{resolved.domain}",
             local_part=local,

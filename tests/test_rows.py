@@ -13,11 +13,15 @@ from django.test.utils import CaptureQueriesContext
 
 from apikeys.models import Workspace
 from config.rows import (
+    _as_is,
     _binary_types,
     _copy_shape,
+    _insert_values,
+    _preparers,
     bulk_insert,
     insert,
     insert_pair,
+    new,
     placeholders,
     rows_per_statement,
     select_rows,
@@ -349,3 +353,62 @@ def test_insert_pair_writes_neither_row_when_it_cannot_write_both(workspace: Wor
         insert_pair(*pair(_inbox(workspace, "taken")))
     assert [i.local_part for i in Inbox.objects.filter(workspace=workspace)] == ["taken"]
     assert Event.objects.unscoped().filter(workspace_id=workspace.pk).count() == 1
+
+
+class _Shouting(models.CharField):
+    """A field whose own step changes the value: never taken as it is."""
+
+    def get_prep_value(self, value: Any) -> Any:
+        return None if value is None else str(value).upper()
+
+
+@pytest.mark.django_db
+def test_values_taken_as_they_are_are_what_djangos_steps_give(workspace: Workspace) -> None:
+    """``_insert_values`` skips ``get_db_prep_save`` for strings, booleans and None in fields
+    whose Django steps would return them unchanged; every value, of every model a row of which
+    goes in this way, equals (type included) what those steps give."""
+    inbox = inbox_services.inbox_create(workspace=workspace, local_part="values")
+    email = _email(inbox, 7)
+    objs: list[models.Model] = [
+        _inbox(workspace, "v"),
+        Inbox(workspace=workspace, address="", local_part="", domain="", forward_to=None),
+        Event(workspace_id=workspace.pk, inbox_id=inbox.pk, type="inbox.created", data={"n": 1}),
+        email,
+        RawMessage(email=email, content=b"raw", sha256="ab" * 32),
+        Attachment(email=email, position=1, filename="", size=3, content=b"%PDF"),
+    ]
+    for obj in objs:
+        fields = inserted_fields(type(obj))[1]
+        theirs = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+        ours = _insert_values(obj, connection)
+        for field, mine, same in zip(fields, ours, theirs, strict=True):
+            now = getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False)
+            assert type(mine) is type(same), field.name
+            if isinstance(mine, memoryview):  # SQLite's binary columns
+                mine, same = bytes(mine), bytes(same)
+            assert now or repr(mine) == repr(same), field.name  # auto_now: a new time each call
+    # Most of an inbox's values are taken as they are; integers and times only when None, JSON
+    # never.
+    kinds = {attname: types for _, attname, types in _preparers(Inbox)}
+    assert kinds["address"] and kinds["workspace_id"] and kinds["forward_requires_approval"]
+    assert kinds["ttl_minutes"] == kinds["expires_at"] == {type(None)} and not kinds["tags"]
+    assert not kinds["created_at"]  # auto_now_add: its pre_save sets the time
+    assert not _as_is(_Shouting(max_length=5))
+    assert _as_is(models.CharField(max_length=5)) == {str, type(None)}
+
+
+def test_new_makes_the_instance_model_kwargs_makes(workspace: Workspace) -> None:
+    """``new`` (positional construction) against ``Model(**values)``: every field's value the
+    same, defaults included (an id made per instance aside), the workspace object cached."""
+    values = {"address": "n@x.example", "local_part": "n", "domain": "x.example", "ttl_minutes": 5}
+    ours, theirs = new(Inbox, workspace=workspace, **values), Inbox(workspace=workspace, **values)
+    for field in Inbox._meta.concrete_fields:
+        if field.name != "id":
+            assert getattr(ours, field.attname) == getattr(theirs, field.attname), field.name
+    assert ours.id.startswith("inb_") and ours.id != theirs.id
+    assert ours.workspace is workspace and ours.workspace_id == workspace.pk
+    assert ours.tags == [] and ours.tags is not new(Inbox, workspace=workspace).tags
+    assert new(Inbox, workspace_id=workspace.pk).workspace_id == workspace.pk
+    assert new(Inbox, workspace=None).workspace_id is None
+    with pytest.raises(TypeError, match="colour"):
+        new(Inbox, workspace=workspace, colour="red")
