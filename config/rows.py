@@ -158,20 +158,27 @@ def _constructor(
 ) -> tuple[tuple[str, models.ForeignKey | None, Any], ...]:
     """Per concrete field of ``model``, in order: its attribute, the foreign key that may be
     given as an object by its name instead, and its ``get_default``."""
+    if model.__init__ is not models.Model.__init__:
+        raise TypeError(f"{model.__name__} has an __init__ of its own: new() would skip it.")
     found = []
     for field in model._meta.concrete_fields:
+        if getattr(field, "generated", False):
+            raise TypeError(f"{model.__name__}.{field.name} is generated: new() cannot make it.")
         key = field if isinstance(field, models.ForeignKey) else None
         found.append((field.attname, key, field.get_default))
     return tuple(found)
 
 
 def new(model: type[M], /, **values: Any) -> M:
-    """``model(**values)`` for a new row, without the keyword path of ``Model.__init__``: the
-    instance is made from its values in field order, each missing one from the field's
-    ``get_default()`` as ``__init__`` takes it, a foreign key given as an object by its name
-    stored by its key with the object cached as the descriptor caches it (``pre_init`` and
-    ``post_init`` are sent as ever). Only concrete fields, by attribute or by a foreign key's
-    name: anything else is a ``TypeError``, as ``__init__`` would raise for an unknown name.
+    """A new row's instance as ``model(**values)`` makes it for a plain model (no generated
+    fields, no ``__init__`` of its own), without the keyword path of ``Model.__init__``: made
+    from its values in field order, each missing one from the field's ``get_default()`` as
+    ``__init__`` takes it, a foreign key given as an object by its name stored by its key and
+    the object cached (``pre_init`` and ``post_init`` are sent as ever, the latter before that
+    cache is set). Unlike the keyword path it does not check the related object's type or
+    routing, and leaves ``_state.db`` unset until the row is saved (as :func:`insert` sets
+    it). Only concrete fields, by attribute or by a foreign key's name, each at most once:
+    anything else is a ``TypeError``.
 
     For a new inbox the keyword path took about 55 µs (a ``KeyError`` caught per field left out,
     the descriptor's routing for the workspace), this about a fifth of it."""
@@ -311,10 +318,10 @@ def _preparers(model: type[models.Model]) -> tuple[tuple[models.Field, str, froz
 def _insert_values(obj: models.Model, connection: Any) -> list[Any]:
     """``obj``'s values as ``save()`` inserts them (``pre_save`` runs: ``auto_now_add`` sets
     the instance's attribute, as it does in ``save()``). A value that Django's own steps would
-    give back unchanged (a string for a text column, an int, a bool, None where allowed:
-    :func:`_as_is`) is taken as it is, without those steps' calls: most of a row's values; the
-    rest go through ``get_db_prep_save``. ``tests/test_rows.py`` compares the stored rows with
-    ``save()``'s."""
+    give back unchanged (a string for a text column, a bool, None for an integer or a time, not
+    another integer: :func:`_as_is`) is taken as it is, without those steps' calls: most of a
+    row's values; the rest go through ``get_db_prep_save``. ``tests/test_rows.py`` compares
+    every value with what those steps give."""
     values = []
     append = values.append
     state = obj.__dict__

@@ -74,31 +74,26 @@ def test_validation_is_unchanged() -> None:
 
 
 def _fields_used(serializer_class: type[serializers.Serializer], data: Any, **kwargs: Any) -> dict:
-    """The field objects ``serializer_class`` validated ``data`` with, by name, and each one's
-    parent at that moment (read from a field-level validator run during validation)."""
-    seen: dict[str, Any] = {}
-
-    class Spy:
-        requires_context = True
-
-        def __call__(self, value: Any, field: serializers.Field) -> None:
-            seen[field.field_name] = (field, field.parent, field.root.partial, field.context)
-
+    """The field objects ``serializer_class`` validated ``data`` with, by name, each with what
+    it read at that moment (its parent, ``root.partial``, ``context``), as the class's
+    ``validate`` recorded them on the instance (``seen``)."""
     serializer = serializer_class(data=data, **kwargs)
-    for name in data:
-        serializer._declared_fields[name].validators  # noqa: B018  (computed once, shared)
-    spies = {name: Spy() for name in data}
-    for name, spy in spies.items():
-        serializer_class._declared_fields[name].validators.append(spy)
-    try:
-        assert serializer.is_valid(), serializer.errors
-    finally:
-        for name, spy in spies.items():
-            serializer_class._declared_fields[name].validators.remove(spy)
-    return {"serializer": serializer, **seen}
+    assert serializer.is_valid(), serializer.errors
+    return {"serializer": serializer, **serializer.seen}
 
 
-class Lent(JsonIn):
+class Recording(JsonIn):
+    """Records, in ``validate`` (while its fields are bound to it), each field's view."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        self.seen = {
+            name: (field, field.parent, field.root.partial, field.context)
+            for name, field in self.fields.items()
+        }
+        return attrs
+
+
+class Lent(Recording):
     name = serializers.CharField(required=False)
     count = serializers.IntegerField(required=False)
 
@@ -141,7 +136,7 @@ def test_partial_is_read_from_the_instance_being_validated() -> None:
     assert full["name"][0] is partial["name"][0]
     assert (full["name"][2], partial["name"][2]) == (False, True)
     assert Lent(data={}, partial=False).is_valid()
-    refused = type("Required", (JsonIn,), {"name": serializers.CharField()})
+    refused = type("Required", (Recording,), {"name": serializers.CharField()})
     assert not refused(data={}).is_valid()
     assert refused(data={}, partial=True).is_valid()
     assert not refused(data={}).is_valid()  # partial did not stick to the lent fields
@@ -158,13 +153,13 @@ def test_what_is_not_lent_gets_fresh_fields(kind: str) -> None:
         return
     if kind == "mutable default":
 
-        class Shape(JsonIn):
+        class Shape(Recording):
             name = serializers.CharField(required=False)
             fixed = serializers.JSONField(required=False, default={"a": []})
 
     else:
 
-        class Shape(JsonIn):  # type: ignore[no-redef]
+        class Shape(Recording):  # type: ignore[no-redef]
             name = serializers.CharField(required=False)
 
             def __init__(self, *args: Any, **kwargs: Any) -> None:

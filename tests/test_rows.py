@@ -412,3 +412,5 @@ def test_new_makes_the_instance_model_kwargs_makes(workspace: Workspace) -> None
     assert new(Inbox, workspace=None).workspace_id is None
     with pytest.raises(TypeError, match="colour"):
         new(Inbox, workspace=workspace, colour="red")
+    with pytest.raises(TypeError, match="workspace"):  # the same field twice
+        new(Inbox, workspace=workspace, workspace_id=workspace.pk)
