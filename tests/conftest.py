@@ -178,6 +178,17 @@ def smtp_server(transactional_db: None):  # type: ignore[no-untyped-def]
     connections.close_all()
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's, and before it drops the test database, the connections that the API
+    threads of in-process handlers keep between requests go back to the pool
+    (``config.api.handler``), as every other thread's did after its request."""
+    yield
+    from config.api.handler import release_all_connections
+
+    release_all_connections()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def dns_server() -> Iterator[DnsServer]:
     """The run's nameserver on 127.0.0.1 (tests/dns_server.py): ``DNS_RESOLVER`` points at it

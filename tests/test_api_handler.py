@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.asgi import get_asgi_application
+from django.db import connection
 from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
 from apikeys import services as key_services
 from apikeys.audit import Actor
-from config.api.handler import ApiHandler, api_middleware
+from config.api.handler import ApiHandler, api_middleware, keep_seconds
 from inboxes import services as inbox_services
 from mail import pipeline
 from tests.factories import MembershipFactory
@@ -146,4 +148,63 @@ def test_answers_are_those_of_the_whole_chain(workspace) -> None:  # type: ignor
     assert status_a == status_b == 200
     assert [name for name, _ in headers_a] == [name for name, _ in headers_b]
     assert json.loads(body_a).keys() == json.loads(body_b).keys()
-    ours.pool.shutdown()
+    ours.close()
+
+
+def _checkouts() -> int:
+    """Connections handed out by this process's pool so far (psycopg_pool's counter)."""
+    return int(connection.pool.get_stats().get("requests_num", 0))
+
+
+def test_an_api_thread_keeps_its_connection_between_requests(workspace) -> None:  # type: ignore[no-untyped-def]
+    """On PostgreSQL with the pool, an API thread checks a connection out once, not per request;
+    once ``API_CONNECTION_SECONDS`` is up it hands it back after the request in hand; and
+    ``release_connections`` gives every thread's back. Elsewhere (SQLite) nothing is kept."""
+    handler = ApiHandler(threads=1)
+    key = key_services.api_key_create(
+        workspace=workspace, name="k", scopes=["read"], by=Actor.system("tests")
+    ).plain
+    bearer = [(b"authorization", f"Bearer {key}".encode())]
+
+    def get() -> None:
+        status, _, body = async_to_sync(_call)(handler, "GET", "/api/v1/inboxes", bearer)
+        assert status == 200, body
+
+    try:
+        if connection.vendor != "postgresql" or not isinstance(
+            settings.DATABASES["default"].get("OPTIONS", {}).get("pool"), dict
+        ):
+            assert handler.keep_seconds == 0
+            return
+        assert handler.keep_seconds == settings.API_CONNECTION_SECONDS > 0
+        before = _checkouts()
+        for _ in range(20):
+            get()
+        assert _checkouts() - before == 1  # kept: one checkout for twenty requests
+        handler.keep_seconds = 0.2  # its time runs out: handed back after the next request
+        handler.release_connections()
+        get()  # a new checkout, kept for 0.2 s
+        time.sleep(0.3)
+        before = _checkouts()
+        get()  # on the kept connection, which goes back at its end
+        get()  # checks one out again
+        assert _checkouts() - before == 1
+        handler.keep_seconds = 0  # off (API_CONNECTION_SECONDS=0): one checkout per request
+        handler.release_connections()
+        before = _checkouts()
+        for _ in range(3):
+            get()
+        assert _checkouts() - before == 3
+    finally:
+        handler.close()
+
+
+def test_a_pool_too_small_for_the_threads_keeps_nothing() -> None:
+    pool = settings.DATABASES["default"].get("OPTIONS", {}).get("pool")
+    if not isinstance(pool, dict):
+        assert keep_seconds(1) == 0  # no pool (SQLite, or DB_POOL_MAX=0): nothing kept
+        return
+    assert keep_seconds(pool["max_size"] - 2) == settings.API_CONNECTION_SECONDS
+    assert keep_seconds(pool["max_size"] - 1) == 0  # the rest of the process needs two
+    with override_settings(API_CONNECTION_SECONDS=0):
+        assert keep_seconds(1) == 0

@@ -21,12 +21,26 @@ then closed in the pool.
 
 ``API_THREADS`` (default 4) bounds the requests one process serves at once; each holds one
 database connection of the pool (``DB_POOL_MAX``, default 10) while it runs.
+
+**Each API thread keeps its connection between requests** (PostgreSQL with the pool, while
+``API_THREADS`` leaves at least two of ``DB_POOL_MAX`` to the rest of the process): a connection
+the thread checked out during a request stays with it for ``API_CONNECTION_SECONDS`` (300) as a
+persistent connection would, instead of going back to the pool at ``request_finished`` and out
+again at the next request's first statement. Django's own checks still run at every request's
+start and end (``close_if_unusable_or_obsolete``): a connection left in a transaction or broken
+by an error is closed, and so given back, at once; once its time is up it goes back at the end
+of the request in hand, and the next request takes one from the pool. That checkout and return
+was about a twentieth of a ``GET /emails/{id}``'s CPU in this process (A/B in the commit that
+made it). :meth:`ApiHandler.release_connections` gives every thread's connection back (the
+test suite calls it before it drops its database).
 """
 
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from django.conf import settings
@@ -34,8 +48,14 @@ from django.core import signals
 from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpResponseBase
 from django.urls import set_script_prefix
+
+# Every handler made in this process (one in a web process; a test makes its own): held, not
+# weakly, so that a handler a test let go of still has its threads' connections given back.
+_handlers: list[ApiHandler] = []
+_kept = threading.local()  # per API thread: ``until``, the close_at it gave its connection
 
 
 def api_middleware() -> list[str]:
@@ -49,9 +69,10 @@ class ApiHandler(ASGIHandler):
     def __init__(self, threads: int | None = None) -> None:
         BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
-        self.pool = ThreadPoolExecutor(
-            max_workers=threads or settings.API_THREADS, thread_name_prefix="api"
-        )
+        self.threads = threads or settings.API_THREADS
+        self.pool = ApiThreads(self.threads)
+        self.keep_seconds = keep_seconds(self.threads)
+        _handlers.append(self)
 
     def load_middleware(self, is_async: bool = False) -> None:
         """Django's, over ``MIDDLEWARE`` less ``PAGE_ONLY_MIDDLEWARE``: Django reads
@@ -92,6 +113,76 @@ class ApiHandler(ASGIHandler):
         if request is not None:
             response = self.get_response(request)
             response._handler_class = self.__class__
+        if self.keep_seconds:
+            keep_connection(self.keep_seconds)
         if not response.streaming:
             response.close()
         return response
+
+    def release_connections(self) -> None:
+        """Gives back the connection each of the pool's threads keeps (module doc)."""
+        self.pool.release_connections()
+
+    def close(self) -> None:
+        """Gives back the threads' connections and ends the threads."""
+        self.pool.shutdown()
+
+
+class ApiThreads(ThreadPoolExecutor):
+    """The API's threads. Each keeps its connection between requests (module doc), so they are
+    given back before the threads end: a thread that ended holding one left it open (the test
+    database's ``DROP`` at the end of a run found it)."""
+
+    def __init__(self, threads: int) -> None:
+        super().__init__(max_workers=threads, thread_name_prefix="api")
+        self.threads = threads
+
+    def release_connections(self) -> None:
+        """One task per thread, each held at a barrier until every thread has one, closes the
+        thread's connection (back to the pool); nothing once the pool is shut down."""
+        barrier = threading.Barrier(self.threads)
+
+        def release() -> None:
+            barrier.wait(timeout=30)
+            connections[DEFAULT_DB_ALIAS].close()
+
+        try:
+            tasks = [self.submit(release) for _ in range(self.threads)]
+        except RuntimeError:  # shut down already: its threads gave theirs back then
+            return
+        wait(tasks, timeout=60)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.release_connections()
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+def keep_seconds(threads: int) -> float:
+    """How long an API thread keeps a connection it checked out (0: it gives it back after
+    each request, as every other thread does): ``API_CONNECTION_SECONDS`` on PostgreSQL with the
+    pool, if ``threads`` leaves at least two of its connections to the rest of the process."""
+    database = settings.DATABASES[DEFAULT_DB_ALIAS]
+    pool = database.get("OPTIONS", {}).get("pool")
+    if "postgresql" not in database["ENGINE"] or not isinstance(pool, dict):
+        return 0.0
+    if threads > pool.get("max_size", 0) - 2:
+        return 0.0
+    return max(0.0, settings.API_CONNECTION_SECONDS)
+
+
+def keep_connection(seconds: float) -> None:
+    """In an API thread, after the request's work and before ``request_finished``: a connection
+    checked out during this request (Django set its ``close_at`` to the moment it connected,
+    ``CONN_MAX_AGE`` being 0 with the pool) is kept for ``seconds``; the one kept already is
+    left to run out."""
+    database = connections[DEFAULT_DB_ALIAS]
+    if database.connection is None or database.close_at is None:
+        return
+    if database.close_at != getattr(_kept, "until", None):
+        _kept.until = database.close_at = time.monotonic() + seconds
+
+
+def release_all_connections() -> None:
+    """:meth:`ApiHandler.release_connections` of every handler of this process."""
+    for handler in list(_handlers):
+        handler.release_connections()
