@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from typing import Any
 
@@ -15,13 +16,13 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.asgi import get_asgi_application
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import override_settings
 from rest_framework.test import APIClient
 
 from apikeys import services as key_services
 from apikeys.audit import Actor
-from config.api.handler import ApiHandler, api_middleware, keep_seconds
+from config.api.handler import ApiHandler, api_middleware, keep_connection, keep_seconds
 from inboxes import services as inbox_services
 from mail import pipeline
 from tests.factories import MembershipFactory
@@ -156,19 +157,21 @@ def _checkouts() -> int:
     return int(connection.pool.get_stats().get("requests_num", 0))
 
 
-def test_an_api_thread_keeps_its_connection_between_requests(workspace) -> None:  # type: ignore[no-untyped-def]
-    """On PostgreSQL with the pool, an API thread checks a connection out once, not per request;
-    once ``API_CONNECTION_SECONDS`` is up it hands it back after the request in hand; and
-    ``release_connections`` gives every thread's back. Elsewhere (SQLite) nothing is kept."""
+def test_an_api_thread_keeps_its_connection_while_requests_queue(workspace) -> None:  # type: ignore[no-untyped-def]
+    """On PostgreSQL with the pool, a burst of requests queued for one API thread is served on
+    one connection checked out once; a request with none waiting behind it gives its connection
+    back, so an idle API holds none. Elsewhere (SQLite) nothing is kept."""
     handler = ApiHandler(threads=1)
     key = key_services.api_key_create(
         workspace=workspace, name="k", scopes=["read"], by=Actor.system("tests")
     ).plain
     bearer = [(b"authorization", f"Bearer {key}".encode())]
 
-    def get() -> None:
-        status, _, body = async_to_sync(_call)(handler, "GET", "/api/v1/inboxes", bearer)
-        assert status == 200, body
+    async def burst(count: int) -> None:
+        answers = await asyncio.gather(
+            *[_call(handler, "GET", "/api/v1/inboxes", bearer) for _ in range(count)]
+        )
+        assert [status for status, _, _ in answers] == [200] * count
 
     try:
         if connection.vendor != "postgresql" or not isinstance(
@@ -178,25 +181,55 @@ def test_an_api_thread_keeps_its_connection_between_requests(workspace) -> None:
             return
         assert handler.keep_seconds == settings.API_CONNECTION_SECONDS > 0
         before = _checkouts()
-        for _ in range(20):
-            get()
-        assert _checkouts() - before == 1  # kept: one checkout for twenty requests
-        handler.keep_seconds = 0.2  # its time runs out: handed back after the next request
-        handler.release_connections()
-        get()  # a new checkout, kept for 0.2 s
-        time.sleep(0.3)
+        async_to_sync(burst)(20)  # 19 wait behind the first
+        assert _checkouts() - before <= 2  # one, and one more if the burst arrived in two parts
+        assert handler.pool.waiting() == 0
         before = _checkouts()
-        get()  # on the kept connection, which goes back at its end
-        get()  # checks one out again
-        assert _checkouts() - before == 1
-        handler.keep_seconds = 0  # off (API_CONNECTION_SECONDS=0): one checkout per request
-        handler.release_connections()
-        before = _checkouts()
-        for _ in range(3):
-            get()
+        for _ in range(3):  # one at a time: nobody waits, each gives its connection back
+            async_to_sync(burst)(1)
         assert _checkouts() - before == 3
+        handler.keep_seconds = 0  # off (API_CONNECTION_SECONDS=0): one checkout per request
+        before = _checkouts()
+        async_to_sync(burst)(10)
+        assert _checkouts() - before == 10
     finally:
         handler.close()
+
+
+def test_a_kept_connection_goes_back_when_its_time_is_up_or_nobody_waits() -> None:
+    """``keep_connection`` on a real connection of a thread of its own: kept while busy for its
+    time from its checkout (not extended by later requests), then closed by Django's check at a
+    request's end; handed back at once when nobody waits."""
+    if connection.vendor != "postgresql":
+        return  # (keep_seconds is 0 there: tested above)
+    seen: dict[str, Any] = {}
+
+    def run() -> None:
+        database = connections["default"]
+        try:
+            database.ensure_connection()
+            keep_connection(0.3, busy=True)
+            first = database.close_at
+            seen["kept"] = first - time.monotonic()
+            keep_connection(0.3, busy=True)  # a later request: the same deadline
+            seen["same"] = database.close_at == first
+            database.close_if_unusable_or_obsolete()
+            seen["open before"] = database.connection is not None
+            time.sleep(0.35)
+            database.close_if_unusable_or_obsolete()  # request_finished after the deadline
+            seen["closed after"] = database.connection is None
+            database.ensure_connection()
+            keep_connection(0.3, busy=False)  # nobody waits
+            database.close_if_unusable_or_obsolete()
+            seen["closed when idle"] = database.connection is None
+        finally:
+            database.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    assert 0.2 < seen["kept"] <= 0.3 and seen["same"] and seen["open before"]
+    assert seen["closed after"] and seen["closed when idle"]
 
 
 def test_a_pool_too_small_for_the_threads_keeps_nothing() -> None:

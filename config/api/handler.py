@@ -22,22 +22,26 @@ then closed in the pool.
 ``API_THREADS`` (default 4) bounds the requests one process serves at once; each holds one
 database connection of the pool (``DB_POOL_MAX``, default 10) while it runs.
 
-**Each API thread keeps its connection between requests** (PostgreSQL with the pool, while
-``API_THREADS`` leaves at least two of ``DB_POOL_MAX`` to the rest of the process): a connection
-the thread checked out during a request stays with it for ``API_CONNECTION_SECONDS`` (300) as a
-persistent connection would, instead of going back to the pool at ``request_finished`` and out
-again at the next request's first statement. Django's own checks still run at every request's
-start and end (``close_if_unusable_or_obsolete``): a connection left in a transaction or broken
-by an error is closed, and so given back, at once; once its time is up it goes back at the end
-of the request in hand, and the next request takes one from the pool. That checkout and return
-was about a twentieth of a ``GET /emails/{id}``'s CPU in this process (A/B in the commit that
-made it). :meth:`ApiHandler.release_connections` gives every thread's connection back (the
-test suite calls it before it drops its database).
+**An API thread keeps its connection from one request to the next while requests queue**
+(PostgreSQL with the pool, while ``API_THREADS`` leaves at least two of ``DB_POOL_MAX`` to the
+rest of the process): when a request ends and others wait for a thread, the connection it
+checked out stays with its thread, which takes the next one, instead of going back to the pool
+at ``request_finished`` and out again at the next request's first statement. When no request
+waits, it goes back as before, so an idle API holds no connection and waits, streams and the
+dashboard have the whole pool. A connection is kept at most ``API_CONNECTION_SECONDS`` (300)
+from its checkout, then goes back at the next request's start or end. Django's checks still
+run at every request's start and end (``close_if_unusable_or_obsolete``): a connection whose
+Django-managed transaction was left open, or broken by an error, goes back at once. Under 50
+clients that checkout and return was about a twentieth of a ``GET /emails/{id}``'s CPU and more
+of a ``POST /inboxes``'s (A/B in the commits that made it).
+:meth:`ApiHandler.release_connections` gives back whatever the threads still hold (the test
+suite calls it before it drops its database).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -55,6 +59,7 @@ from django.urls import set_script_prefix
 # Every handler made in this process (one in a web process; a test makes its own): held, not
 # weakly, so that a handler a test let go of still has its threads' connections given back.
 _handlers: list[ApiHandler] = []
+logger = logging.getLogger(__name__)
 _kept = threading.local()  # per API thread: ``until``, the close_at it gave its connection
 
 
@@ -114,7 +119,7 @@ class ApiHandler(ASGIHandler):
             response = self.get_response(request)
             response._handler_class = self.__class__
         if self.keep_seconds:
-            keep_connection(self.keep_seconds)
+            keep_connection(self.keep_seconds, busy=self.pool.waiting() > 0)
         if not response.streaming:
             response.close()
         return response
@@ -126,6 +131,8 @@ class ApiHandler(ASGIHandler):
     def close(self) -> None:
         """Gives back the threads' connections and ends the threads."""
         self.pool.shutdown()
+        if self in _handlers:
+            _handlers.remove(self)
 
 
 class ApiThreads(ThreadPoolExecutor):
@@ -143,14 +150,28 @@ class ApiThreads(ThreadPoolExecutor):
         barrier = threading.Barrier(self.threads)
 
         def release() -> None:
-            barrier.wait(timeout=30)
-            connections[DEFAULT_DB_ALIAS].close()
+            try:
+                barrier.wait(timeout=30)
+            finally:  # a broken barrier (a thread busy past it): this one's goes back anyway
+                connections[DEFAULT_DB_ALIAS].close()
 
         try:
             tasks = [self.submit(release) for _ in range(self.threads)]
         except RuntimeError:  # shut down already: its threads gave theirs back then
             return
-        wait(tasks, timeout=60)
+        done, pending = wait(tasks, timeout=60)
+        failed = [t for t in done if t.exception() is not None]
+        if pending or failed:
+            logger.warning(
+                "API threads: %d of %d did not give their connection back (%s)",
+                len(pending) + len(failed),
+                self.threads,
+                failed[0].exception() if failed else "still busy",
+            )
+
+    def waiting(self) -> int:
+        """Requests queued for a thread (ThreadPoolExecutor's work queue)."""
+        return self._work_queue.qsize()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self.release_connections()
@@ -170,15 +191,18 @@ def keep_seconds(threads: int) -> float:
     return max(0.0, settings.API_CONNECTION_SECONDS)
 
 
-def keep_connection(seconds: float) -> None:
-    """In an API thread, after the request's work and before ``request_finished``: a connection
-    checked out during this request (Django set its ``close_at`` to the moment it connected,
-    ``CONN_MAX_AGE`` being 0 with the pool) is kept for ``seconds``; the one kept already is
-    left to run out."""
+def keep_connection(seconds: float, *, busy: bool) -> None:
+    """In an API thread, after the request's work and before ``request_finished``: while
+    requests queue (``busy``), a connection checked out during this request (Django set its
+    ``close_at`` to the moment it connected, ``CONN_MAX_AGE`` being 0 with the pool) is kept for
+    up to ``seconds``, and the one kept already stays until then; otherwise the connection goes
+    back at ``request_finished``."""
     database = connections[DEFAULT_DB_ALIAS]
     if database.connection is None or database.close_at is None:
         return
-    if database.close_at != getattr(_kept, "until", None):
+    if not busy:
+        database.close_at = time.monotonic()  # back to the pool at request_finished
+    elif database.close_at != getattr(_kept, "until", None):
         _kept.until = database.close_at = time.monotonic() + seconds
 
 
