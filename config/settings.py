@@ -472,8 +472,8 @@ if env.bool("BEHIND_TLS_PROXY", default=False):
 # Requests of the REST API one web process serves at once (config.api.handler's thread pool);
 # each holds a connection of the database pool (DB_POOL_MAX) while it runs.
 API_THREADS = env.int("API_THREADS", default=4)
-# How long an API thread keeps a pooled connection between requests (config.api.handler); 0
-# gives it back after every request.
+# While requests queue, an API thread keeps its pooled connection for the next one, for at most
+# this long from its checkout (config.api.handler); 0 gives it back after every request.
 API_CONNECTION_SECONDS = env.float("API_CONNECTION_SECONDS", default=300.0)
 # How often each web process checks the keys of its open waits and streams in any case
 # (apikeys.watch); a change of a key or workspace wakes the check at once.

@@ -74,9 +74,8 @@ class ApiHandler(ASGIHandler):
     def __init__(self, threads: int | None = None) -> None:
         BaseHandler.__init__(self)
         self.load_middleware(is_async=False)
-        self.threads = threads or settings.API_THREADS
-        self.pool = ApiThreads(self.threads)
-        self.keep_seconds = keep_seconds(self.threads)
+        self.pool = ApiThreads(threads or settings.API_THREADS)
+        self.keep_seconds = keep_seconds(self.pool.threads)
         _handlers.append(self)
 
     def load_middleware(self, is_async: bool = False) -> None:
@@ -136,9 +135,9 @@ class ApiHandler(ASGIHandler):
 
 
 class ApiThreads(ThreadPoolExecutor):
-    """The API's threads. Each keeps its connection between requests (module doc), so they are
-    given back before the threads end: a thread that ended holding one left it open (the test
-    database's ``DROP`` at the end of a run found it)."""
+    """The API's threads. Each may keep its connection from one request to the next (module
+    doc), so they are given back before the threads end: a thread that ended holding one left it
+    open (the test database's ``DROP`` at the end of a run found it)."""
 
     def __init__(self, threads: int) -> None:
         super().__init__(max_workers=threads, thread_name_prefix="api")

@@ -28,8 +28,8 @@ serializer class and hands it to the instance being validated, rebinding only ea
 request of its thread in turn; a class whose fields could differ per instance (its own
 ``__init__`` or ``get_fields``) or that has a mutable ``default`` anywhere gets
 fresh fields as above, and so does an instance whose fields were asked for before
-``is_valid``. For ``POST /inboxes`` ``{}`` that is about a tenth of the request's CPU in the API
-thread (copying and binding 16 fields; A/B in the commit that made it).
+``is_valid``. For ``POST /inboxes`` ``{}`` validation took 58 µs instead of 120 (copying and
+binding 16 fields; A/B in the commit that made it).
 """
 
 from __future__ import annotations
@@ -149,13 +149,14 @@ def json_type_problem(field: serializers.Field, value: Any) -> Any:
 
 
 _MUTABLE = (list, dict, set)
+# Field kinds copied as DRF copies them (deep), never shallowly nor lent.
+_DEEP = serializers.ListSerializer | serializers.RelatedField | serializers.ManyRelatedField
 
 
 def fresh_field(field: serializers.Field) -> serializers.Field:
     """An unbound copy of the declared ``field`` for one serializer instance (see module doc);
     a field kind this does not know (a list serializer, a relation) is deep-copied as DRF does."""
-    kinds = serializers.ListSerializer | serializers.RelatedField | serializers.ManyRelatedField
-    if isinstance(field, kinds):
+    if isinstance(field, _DEEP):
         return copy.deepcopy(field)
     clone = object.__new__(type(field))  # copy.copy without its __reduce_ex__ round
     clone.__dict__.update(field.__dict__)
@@ -220,8 +221,7 @@ def _plain(field: serializers.Field) -> bool:
     """Whether ``field`` (and what it holds) can be lent across instances: no mutable
     ``default`` (validation hands it out as the value; ``initial`` only fills a browsable form),
     and of a kind :func:`fresh_field` copies shallowly."""
-    kinds = serializers.ListSerializer | serializers.RelatedField | serializers.ManyRelatedField
-    if isinstance(field, kinds) or isinstance(field.__dict__.get("default"), _MUTABLE):
+    if isinstance(field, _DEEP) or isinstance(field.__dict__.get("default"), _MUTABLE):
         return False
     child = getattr(field, "child", None)
     if child is not None and not _plain(child):
